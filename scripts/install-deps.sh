@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the project builds and tests against. Idempotent.
+set -euo pipefail
+pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make iproute2 procps expect tmux strace)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The packaged services must not run: tests start their own daemons with their own configs.
+for s in slurmctld slurmd; do
+  if command -v systemctl >/dev/null && systemctl is-active -q "$s" 2>/dev/null; then systemctl stop "$s" || true; fi
+done
