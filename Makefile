@@ -1,0 +1,48 @@
+# TiEE: slurmd-go, a drop-in replacement for Slurm 22.05's slurmd.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/slurmd-go
+PKGS := ./...
+FUZZTIME ?= 10s
+# Every real-cluster test runs as root against Debian's slurmctld and munged.
+INTEGRATION_TIMEOUT ?= 25m
+
+.PHONY: help build deps test unit integration integration-stock fuzz lint demo demo-stop clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build bin/slurmd-go
+	$(GO) build -o $(BIN) ./slurmd-go/cmd/slurmd
+
+deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, libmunge-dev, ...) and start munged
+	scripts/install-deps.sh
+	scripts/ensure-munged.sh
+
+unit: ## unit tests, race detector on
+	$(GO) test -race -count=1 $(PKGS)
+
+integration: build ## real-cluster tests: real munged + slurmctld + slurmd-go nodes on loopback
+	TIEE_SLURMD_IMPL=go $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./slurmd-go/integration/...
+
+integration-stock: ## the same real-cluster tests against Debian's stock slurmd, the reference
+	TIEE_SLURMD_IMPL=stock $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./slurmd-go/integration/...
+
+fuzz: ## run every fuzz target briefly (FUZZTIME each) on its committed corpus
+	scripts/fuzz.sh $(FUZZTIME)
+
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration ./slurmd-go/integration/...
+
+test: deps lint unit fuzz integration ## every test, the real-cluster ones included
+
+demo: deps build ## start a local cluster of slurmd-go nodes under a real slurmctld and show it
+	scripts/demo.sh
+
+demo-stop: ## stop the demo cluster
+	scripts/demo.sh stop
+
+clean:
+	rm -rf bin

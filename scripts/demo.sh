@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# make demo: a local Slurm cluster of slurmd-go nodes under Debian's real
+# slurmctld, on loopback. `scripts/demo.sh stop` (make demo-stop) ends it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${TIEE_DEMO_DIR:-/tmp/tiee-demo}
+nodes=${TIEE_DEMO_NODES:-4}
+ctld_port=${TIEE_DEMO_PORT:-16817}
+export SLURM_CONF=$dir/slurm.conf
+
+stop() {
+  for p in "$dir"/*.pid; do
+    [ -f "$p" ] || continue
+    pid=$(cat "$p" 2>/dev/null || true)
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  sleep 1
+  echo "demo cluster stopped"
+}
+if [ "${1:-}" = stop ]; then stop; exit 0; fi
+
+[ "$(id -u)" = 0 ] || { echo "make demo runs as root (it starts slurmctld and node daemons)" >&2; exit 1; }
+[ -x "$root/bin/slurmd-go" ] || { echo "bin/slurmd-go missing: run make build" >&2; exit 1; }
+stop >/dev/null 2>&1 || true
+rm -rf "$dir"; mkdir -p "$dir/state"
+"$root/scripts/ensure-munged.sh"
+
+# The nodes describe this machine, as `slurmd -C` sees it.
+hw=$(/usr/sbin/slurmd -C | head -1 | cut -d' ' -f2-)
+{
+  echo "ClusterName=tieedemo"
+  echo "SlurmctldHost=localhost(127.0.0.1)"
+  echo "SlurmctldPort=$ctld_port"
+  echo "SlurmUser=root"
+  echo "SlurmdUser=root"
+  echo "AuthType=auth/munge"
+  echo "StateSaveLocation=$dir/state"
+  echo "SlurmdSpoolDir=$dir/spool/%n"
+  echo "SlurmdPidFile=$dir/%n.pid"
+  echo "SlurmdLogFile=$dir/%n.log"
+  echo "SlurmctldPidFile=$dir/slurmctld.pid"
+  echo "SlurmctldLogFile=$dir/slurmctld.log"
+  echo "SelectType=select/cons_tres"
+  echo "ProctrackType=proctrack/pgid"
+  echo "TaskPlugin=task/none"
+  echo "JobAcctGatherType=jobacct_gather/none"
+  echo "AccountingStorageType=accounting_storage/none"
+  echo "MpiDefault=none"
+  echo "MailProg=/bin/true"
+  echo "ReturnToService=2"
+  echo "SlurmdTimeout=30"
+  echo "TreeWidth=2"
+  for i in $(seq 1 "$nodes"); do
+    echo "NodeName=demo$i NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((ctld_port + i)) $hw State=UNKNOWN"
+  done
+  echo "PartitionName=demo Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+} > "$SLURM_CONF"
+
+/usr/sbin/slurmctld -f "$SLURM_CONF"
+for _ in $(seq 1 50); do scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
+for i in $(seq 1 "$nodes"); do
+  "$root/bin/slurmd-go" -N "demo$i" -f "$SLURM_CONF"
+done
+
+echo "waiting for the slurmd-go nodes to register..."
+for _ in $(seq 1 60); do
+  idle=$(sinfo -h -N -o '%T' | grep -c '^idle$' || true)
+  [ "$idle" -ge "$nodes" ] && break
+  sleep 1
+done
+echo
+echo "\$ SLURM_CONF=$SLURM_CONF sinfo -N -l"
+sinfo -N -l
+echo
+echo "\$ scontrol show node demo1"
+scontrol show node demo1
+echo
+echo "The node daemons are slurmd-go:"
+for i in $(seq 1 "$nodes"); do
+  pid=$(cat "$dir/demo$i.pid"); echo "  demo$i: pid $pid $(readlink /proc/$pid/exe)"
+done
+echo
+echo "The cluster keeps running: export SLURM_CONF=$SLURM_CONF to use it; make demo-stop ends it."

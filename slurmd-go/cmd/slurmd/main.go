@@ -1,0 +1,21 @@
+// Command slurmd-go is a drop-in replacement for Slurm's slurmd: same flags,
+// same slurm.conf, same port. Everything but flag parsing lives in daemon.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/daemon"
+)
+
+func main() {
+	flags, err := config.ParseFlags(os.Args[0], os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
+		os.Exit(1)
+	}
+	os.Exit(daemon.Main(context.Background(), flags))
+}

@@ -1,0 +1,630 @@
+package cluster
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Named timeouts: every wait in the harness is bounded by one of these.
+const (
+	mungeStartTimeout   = 20 * time.Second // scripts/ensure-munged.sh
+	ctldStartTimeout    = 30 * time.Second // slurmctld answers `scontrol ping`
+	nodeRegisterTimeout = 30 * time.Second // Start: every node idle
+	clientCmdTimeout    = 30 * time.Second // one sinfo/scontrol/... invocation
+	daemonStopTimeout   = 15 * time.Second // SIGTERM -> SIGKILL
+	daemonKillWait      = 10 * time.Second // SIGKILL -> reaped
+	hardwareTimeout     = 20 * time.Second // slurmd -C
+	pollInterval        = 250 * time.Millisecond
+	logTailLines        = 60 // of each daemon log, on failure
+	outTailLines        = 20 // of each daemon's stdout/stderr, on failure
+)
+
+// Paths of the stock Debian 22.05 binaries.
+const (
+	StockSlurmd    = "/usr/sbin/slurmd"
+	StockSlurmctld = "/usr/sbin/slurmctld"
+)
+
+// Environment knobs.
+const (
+	EnvImpl      = "TIEE_SLURMD_IMPL"      // "go" (default) or "stock"
+	EnvSlurmdBin = "TIEE_SLURMD_BIN"       // overrides <repo>/bin/slurmd-go for Impl "go"
+	EnvKeep      = "TIEE_INTEGRATION_KEEP" // "1": keep Dir (logs, conf) even on success
+)
+
+// Impl values.
+const (
+	ImplGo    = "go"
+	ImplStock = "stock"
+)
+
+// Options configure Start. The zero value is a 4-node cluster of the implementation
+// named by $TIEE_SLURMD_IMPL.
+type Options struct {
+	// Impl is "go" or "stock"; empty means $TIEE_SLURMD_IMPL, else "go".
+	Impl string
+	// Nodes is the number of static nodes (default 4), named NodePrefix+1..N.
+	Nodes int
+	// NodePrefix defaults to "t" (never the machine's hostname).
+	NodePrefix string
+	// SlurmdTimeout in seconds (default 8).
+	SlurmdTimeout int
+	// MaxNodeCount (default Nodes+4) leaves room for dynamic nodes.
+	MaxNodeCount int
+	// NodeExtra is appended to every static NodeName line (e.g. "TmpDisk=64 Feature=x").
+	NodeExtra string
+	// ExtraConf lines: a line whose key matches a generated global line replaces
+	// it (e.g. "SlurmdDebug=debug3"); others (NodeName=, PartitionName=, new keys)
+	// are appended.
+	ExtraConf []string
+	// DaemonArgs are extra arguments for every node daemon (both impls get the same).
+	DaemonArgs []string
+	// NoWait makes Start return without waiting for the nodes to be idle.
+	NoWait bool
+}
+
+// Node is one static node of the cluster.
+type Node struct {
+	Name string
+	Port int
+}
+
+// Cluster is a running private cluster. Exported fields are read-only after Start.
+type Cluster struct {
+	Name          string // ClusterName
+	Dir           string // everything lives here: slurm.conf, logs, spool, state
+	ConfPath      string
+	Impl          string
+	SlurmdBin     string // node daemon binary
+	CtldPort      int
+	SlurmdPort    int // global SlurmdPort: what -Z dynamic nodes listen on
+	Nodes         []Node
+	HW            Hardware
+	SlurmdTimeout time.Duration
+	PingInterval  time.Duration // SlurmdTimeout/3, as slurmctld computes it
+	// MessageTimeout as configured: slurmctld's agent waits this long for a reply,
+	// and a connect to a dead slurmd is retried for about as long.
+	MessageTimeout time.Duration
+	RepoRoot       string
+
+	t    testing.TB
+	opts Options
+	sp   *spawner
+
+	mu    sync.Mutex        // guards ctld, procs, dyn
+	ctld  *proc             // guarded by mu
+	procs map[string]*proc  // node name -> daemon; guarded by mu
+	dyn   map[string]string // dynamic node name -> --conf; guarded by mu
+
+	stopOnce sync.Once
+}
+
+// Start brings up munged (if needed), slurmctld and the node daemons, and waits until
+// every node is idle (unless opts.NoWait). Stop is registered with t.Cleanup.
+// Test goroutine only.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("cluster: integration tests must run as root (slurmctld/slurmd run as SlurmUser=root); run `sudo go test -tags integration ./slurmd-go/integration/...`")
+	}
+	opts = withDefaults(opts)
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c := &Cluster{
+		Impl:           opts.Impl,
+		RepoRoot:       root,
+		SlurmdTimeout:  time.Duration(opts.SlurmdTimeout) * time.Second,
+		PingInterval:   time.Duration(opts.SlurmdTimeout/3) * time.Second,
+		MessageTimeout: messageTimeout,
+		t:              t,
+		opts:           opts,
+		procs:          map[string]*proc{},
+		dyn:            map[string]string{},
+	}
+	if c.SlurmdBin, err = slurmdBinary(opts.Impl, root); err != nil {
+		t.Fatalf("%v", err)
+	}
+	for _, b := range []string{StockSlurmctld, StockSlurmd} {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("cluster: %s missing (run scripts/install-deps.sh): %v", b, err)
+		}
+	}
+	for _, b := range []string{"sinfo", "scontrol", "munge", "unmunge"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Fatalf("cluster: %s not in PATH (run scripts/install-deps.sh): %v", b, err)
+		}
+	}
+	if err := ensureMunged(root); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if c.HW, err = hardware(); err != nil {
+		t.Fatalf("%v", err)
+	}
+
+	// Short paths: unix sockets in SlurmdSpoolDir must stay under 108 bytes.
+	dir, err := os.MkdirTemp("/tmp", "ti-")
+	if err != nil {
+		t.Fatalf("cluster: temp dir: %v", err)
+	}
+	// Readable by the ordinary test user (slurm.conf) and by the daemons.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("cluster: chmod %s: %v", dir, err)
+	}
+	c.Dir = dir
+	c.ConfPath = filepath.Join(dir, "slurm.conf")
+	c.sp = newSpawner()
+	t.Cleanup(c.Stop)
+	for _, d := range []string{"state", "spool"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatalf("cluster: %v", err)
+		}
+	}
+
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	c.Name = "ti" + hex.EncodeToString(suffix) // ClusterName must be lower case
+
+	ports, err := pickPorts(opts.Nodes + 2)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c.CtldPort, c.SlurmdPort = ports[0], ports[1]
+	for i := 0; i < opts.Nodes; i++ {
+		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("%s%d", opts.NodePrefix, i+1), Port: ports[i+2]})
+	}
+	if err := c.writeConf(nil); err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Logf("cluster %s: impl=%s slurmd=%s dir=%s ctld=:%d slurmd ports=%v hw=%+v",
+		c.Name, c.Impl, c.SlurmdBin, c.Dir, c.CtldPort, c.Nodes, c.HW)
+
+	c.startCtld(t)
+	for _, n := range c.Nodes {
+		c.StartNode(t, n.Name)
+	}
+	if !opts.NoWait {
+		c.WaitNodes(t, "idle", c.NodeNames(), nodeRegisterTimeout)
+	}
+	return c
+}
+
+func withDefaults(o Options) Options {
+	if o.Impl == "" {
+		o.Impl = os.Getenv(EnvImpl)
+	}
+	if o.Impl == "" {
+		o.Impl = ImplGo
+	}
+	if o.Nodes <= 0 {
+		o.Nodes = 4
+	}
+	if o.NodePrefix == "" {
+		o.NodePrefix = "t"
+	}
+	if o.SlurmdTimeout <= 0 {
+		o.SlurmdTimeout = 8
+	}
+	if o.MaxNodeCount <= 0 {
+		o.MaxNodeCount = o.Nodes + 4
+	}
+	return o
+}
+
+// RepoRoot walks up from the working directory to the directory holding go.mod.
+func RepoRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("cluster: getwd: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", errors.New("cluster: no go.mod above the working directory")
+		}
+		d = parent
+	}
+}
+
+func slurmdBinary(impl, root string) (string, error) {
+	switch impl {
+	case ImplStock:
+		return StockSlurmd, nil
+	case ImplGo:
+		bin := os.Getenv(EnvSlurmdBin)
+		if bin == "" {
+			bin = filepath.Join(root, "bin", "slurmd-go")
+		}
+		if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("cluster: %s=go but %s is not an executable (run `make build`, set %s, or %s=stock)", EnvImpl, bin, EnvSlurmdBin, EnvImpl)
+		}
+		return bin, nil
+	default:
+		return "", fmt.Errorf("cluster: unknown implementation %q (want %q or %q)", impl, ImplGo, ImplStock)
+	}
+}
+
+func ensureMunged(root string) error {
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "ensure-munged.sh"))
+	out, err := runBounded(cmd, mungeStartTimeout)
+	if err != nil {
+		return fmt.Errorf("cluster: scripts/ensure-munged.sh: %w: %s", err, out)
+	}
+	return nil
+}
+
+var (
+	hwOnce sync.Once
+	hwVal  Hardware
+	hwErr  error
+)
+
+func hardware() (Hardware, error) {
+	hwOnce.Do(func() {
+		out, err := runBounded(exec.Command(StockSlurmd, "-C"), hardwareTimeout)
+		if err != nil {
+			hwErr = fmt.Errorf("cluster: %s -C: %w: %s", StockSlurmd, err, out)
+			return
+		}
+		hwVal, hwErr = parseSlurmdC(out)
+	})
+	return hwVal, hwErr
+}
+
+// runBounded runs cmd (combined output) and kills it after d.
+func runBounded(cmd *exec.Cmd, d time.Duration) (string, error) {
+	var buf strings.Builder
+	cmd.Stdout = &buf
+	cmd.Stderr = &buf
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return buf.String(), err
+	case <-t.C:
+		_ = cmd.Process.Kill()
+		<-done
+		return buf.String(), fmt.Errorf("timed out after %v", d)
+	}
+}
+
+func (c *Cluster) writeConf(extra []string) error {
+	p := confParams{
+		ClusterName:   c.Name,
+		Dir:           c.Dir,
+		CtldPort:      c.CtldPort,
+		SlurmdPort:    c.SlurmdPort,
+		Nodes:         c.Nodes,
+		HW:            c.HW,
+		SlurmdTimeout: c.opts.SlurmdTimeout,
+		MaxNodeCount:  c.opts.MaxNodeCount,
+		NodeExtra:     c.opts.NodeExtra,
+		Extra:         append(append([]string(nil), c.opts.ExtraConf...), extra...),
+	}
+	tmp := c.ConfPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(renderConf(p)), 0o644); err != nil {
+		return fmt.Errorf("cluster: write slurm.conf: %w", err)
+	}
+	if err := os.Rename(tmp, c.ConfPath); err != nil {
+		return fmt.Errorf("cluster: write slurm.conf: %w", err)
+	}
+	return nil
+}
+
+// SetConf rewrites slurm.conf from the Start options plus lines (same override rules
+// as Options.ExtraConf). It does not tell any daemon; follow with
+// `scontrol reconfigure` or a restart. Test goroutine only.
+func (c *Cluster) SetConf(t testing.TB, lines ...string) {
+	t.Helper()
+	if err := c.writeConf(lines); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// daemonEnv is the test binary's environment without any SLURM_* / SLURMD_* variable
+// that could redirect a daemon or client to another cluster.
+func daemonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "SLURM") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func (c *Cluster) startCtld(t testing.TB) {
+	t.Helper()
+	p, err := startProc(c.sp, "slurmctld", filepath.Join(c.Dir, "slurmctld.out"), daemonEnv(),
+		StockSlurmctld, "-D", "-f", c.ConfPath)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c.mu.Lock()
+	c.ctld = p
+	c.mu.Unlock()
+	c.WaitFor(t, "slurmctld answers scontrol ping", ctldStartTimeout, func() (bool, string) {
+		if p.exited() {
+			t.Fatalf("cluster: %s before answering ping; see %s", p.status(), filepath.Join(c.Dir, "slurmctld.log"))
+		}
+		out, _, err := c.Run(t, "", "scontrol", "ping")
+		return err == nil && strings.Contains(out, "is UP"), strings.TrimSpace(out)
+	})
+}
+
+// CtldPID is the pid of the running slurmctld.
+func (c *Cluster) CtldPID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ctld.pid()
+}
+
+// RestartCtld stops slurmctld (SIGTERM, bounded), starts it again with the same
+// slurm.conf and StateSaveLocation, and waits until it answers ping. It does not wait
+// for the nodes. Test goroutine only.
+func (c *Cluster) RestartCtld(t testing.TB) {
+	t.Helper()
+	c.mu.Lock()
+	p := c.ctld
+	c.mu.Unlock()
+	if err := p.stop(daemonStopTimeout); err != nil {
+		t.Fatalf("%v", err)
+	}
+	c.startCtld(t)
+}
+
+// NodeNames are the static node names in order.
+func (c *Cluster) NodeNames() []string {
+	var ns []string
+	for _, n := range c.Nodes {
+		ns = append(ns, n.Name)
+	}
+	return ns
+}
+
+// NodeLog is the SlurmdLogFile of a node; NodeOut its captured stdout/stderr.
+func (c *Cluster) NodeLog(name string) string { return filepath.Join(c.Dir, name+".log") }
+func (c *Cluster) NodeOut(name string) string { return filepath.Join(c.Dir, name+".out") }
+
+// CtldLog is the SlurmctldLogFile.
+func (c *Cluster) CtldLog() string { return filepath.Join(c.Dir, "slurmctld.log") }
+
+func (c *Cluster) isStatic(name string) bool {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// StartNode starts the node daemon of a static node: `<slurmd> -D -N name -f conf`
+// (plus Options.DaemonArgs), identical for both implementations. It does not wait
+// for registration (use WaitNodes). Fatal if that node's daemon is running.
+// Test goroutine only.
+func (c *Cluster) StartNode(t testing.TB, name string) {
+	t.Helper()
+	if !c.isStatic(name) {
+		t.Fatalf("cluster: %s is not a static node of %s (have %v)", name, c.Name, c.NodeNames())
+	}
+	args := append([]string{c.SlurmdBin, "-D", "-N", name, "-f", c.ConfPath}, c.opts.DaemonArgs...)
+	c.startNodeProc(t, name, args)
+}
+
+// StartDynamicNode starts `<slurmd> -D -N name -f conf -Z --conf "<conf>"`: a dynamic
+// node unknown to slurm.conf. In 22.05 it listens on the global SlurmdPort (Port= is
+// forbidden in --conf), so at most one dynamic node runs per cluster. It does not
+// wait for registration. Test goroutine only.
+func (c *Cluster) StartDynamicNode(t testing.TB, name, conf string) {
+	t.Helper()
+	if c.isStatic(name) {
+		t.Fatalf("cluster: %s is a static node", name)
+	}
+	c.mu.Lock()
+	for other := range c.dyn {
+		if other != name {
+			if p := c.procs[other]; p != nil && !p.exited() {
+				c.mu.Unlock()
+				t.Fatalf("cluster: dynamic node %s already listens on SlurmdPort %d", other, c.SlurmdPort)
+			}
+		}
+	}
+	c.dyn[name] = conf
+	c.mu.Unlock()
+	args := []string{c.SlurmdBin, "-D", "-N", name, "-f", c.ConfPath, "-Z"}
+	if conf != "" {
+		args = append(args, "--conf", conf)
+	}
+	args = append(args, c.opts.DaemonArgs...)
+	c.startNodeProc(t, name, args)
+}
+
+func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[name]; p != nil && !p.exited() {
+		t.Fatalf("cluster: node %s already running (pid %d)", name, p.pid())
+	}
+	p, err := startProc(c.sp, name, c.NodeOut(name), daemonEnv(), args...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c.procs[name] = p
+}
+
+// NodePID is the pid of a node's daemon (0 if never started).
+func (c *Cluster) NodePID(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[name]; p != nil {
+		return p.pid()
+	}
+	return 0
+}
+
+// NodeRunning reports whether the harness-started daemon of name is alive.
+func (c *Cluster) NodeRunning(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[name]
+	return p != nil && !p.exited()
+}
+
+// NodeStarted is when the harness last started name's daemon.
+func (c *Cluster) NodeStarted(name string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[name]; p != nil {
+		return p.started
+	}
+	return time.Time{}
+}
+
+// KillNode sends sig to the node daemon's pid. For SIGKILL, SIGTERM, SIGINT and
+// SIGQUIT it then waits (daemonStopTimeout) until the daemon has exited.
+// Test goroutine only.
+func (c *Cluster) KillNode(t testing.TB, name string, sig syscall.Signal) {
+	t.Helper()
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	if p == nil || p.exited() {
+		t.Fatalf("cluster: KillNode %s: not running", name)
+	}
+	if err := p.signal(sig); err != nil {
+		t.Fatalf("cluster: kill -%d %d (%s): %v", sig, p.pid(), name, err)
+	}
+	switch sig {
+	case syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT:
+		if !p.wait(daemonStopTimeout) {
+			t.Fatalf("cluster: %s (pid %d) still running %v after signal %v", name, p.pid(), daemonStopTimeout, sig)
+		}
+	}
+}
+
+// Stop stops exactly the daemons this cluster started (nodes, then slurmctld; by pid:
+// SIGTERM, SIGKILL after daemonStopTimeout). On test failure it logs the tails of all
+// logs and keeps Dir; otherwise it removes Dir. Idempotent; registered by Start.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		t := c.t
+		c.mu.Lock()
+		var nodes []*proc
+		for _, p := range c.procs {
+			nodes = append(nodes, p)
+		}
+		ctld := c.ctld
+		c.mu.Unlock()
+		// SIGTERM everything at once, then wait; a slow one costs one timeout, not N.
+		for _, p := range nodes {
+			_ = p.signal(syscall.SIGTERM)
+		}
+		var errs []string
+		for _, p := range nodes {
+			if err := p.stop(daemonStopTimeout); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		if ctld != nil {
+			if err := ctld.stop(daemonStopTimeout); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		if c.sp != nil {
+			c.sp.close()
+		}
+		for _, e := range errs {
+			t.Errorf("%s", e)
+		}
+		if c.Dir == "" {
+			return
+		}
+		if t.Failed() {
+			c.DumpLogs(t)
+			t.Logf("cluster %s: kept %s for inspection", c.Name, c.Dir)
+			return
+		}
+		if os.Getenv(EnvKeep) == "1" {
+			t.Logf("cluster %s: %s=1: kept %s", c.Name, EnvKeep, c.Dir)
+			return
+		}
+		if err := os.RemoveAll(c.Dir); err != nil {
+			t.Logf("cluster: remove %s: %v", c.Dir, err)
+		}
+	})
+}
+
+// DumpLogs t.Logs the status of every daemon and the tails of slurmctld's and every
+// node's log and captured output.
+func (c *Cluster) DumpLogs(t testing.TB) {
+	t.Helper()
+	c.mu.Lock()
+	var status []string
+	if c.ctld != nil {
+		status = append(status, c.ctld.status())
+	}
+	var names []string
+	for n := range c.procs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		status = append(status, c.procs[n].status())
+	}
+	c.mu.Unlock()
+	t.Logf("cluster %s (%s) daemons:\n  %s", c.Name, c.Dir, strings.Join(status, "\n  "))
+	// The daemons' stdout/stderr mostly repeats their log file (-D); only its end
+	// (a panic, a fatal before the log file is open) is new.
+	type file struct {
+		path  string
+		lines int
+	}
+	files := []file{{c.CtldLog(), logTailLines}, {filepath.Join(c.Dir, "slurmctld.out"), outTailLines}}
+	for _, n := range names {
+		files = append(files, file{c.NodeLog(n), logTailLines}, file{c.NodeOut(n), outTailLines})
+	}
+	for _, f := range files {
+		t.Logf("==== tail -%d %s\n%s", f.lines, f.path, tail(f.path, f.lines))
+	}
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

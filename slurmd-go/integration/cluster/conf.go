@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Hardware is what `slurmd -C` reports for this machine. The node lines use exactly
+// these values so that slurmctld's validate_node_specs accepts every node.
+type Hardware struct {
+	CPUs, Boards, SocketsPerBoard, CoresPerSocket, ThreadsPerCore int
+	RealMemory                                                    uint64 // MiB
+}
+
+// NodeLineAttrs renders the hardware as NodeName attributes.
+func (h Hardware) NodeLineAttrs() string {
+	return fmt.Sprintf("CPUs=%d Boards=%d SocketsPerBoard=%d CoresPerSocket=%d ThreadsPerCore=%d RealMemory=%d",
+		h.CPUs, h.Boards, h.SocketsPerBoard, h.CoresPerSocket, h.ThreadsPerCore, h.RealMemory)
+}
+
+// parseSlurmdC parses the first line of `slurmd -C`:
+// "NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105".
+func parseSlurmdC(out string) (Hardware, error) {
+	var h Hardware
+	line, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	seen := map[string]bool{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		var dst *int
+		switch k {
+		case "CPUs":
+			dst = &h.CPUs
+		case "Boards":
+			dst = &h.Boards
+		case "SocketsPerBoard":
+			dst = &h.SocketsPerBoard
+		case "CoresPerSocket":
+			dst = &h.CoresPerSocket
+		case "ThreadsPerCore":
+			dst = &h.ThreadsPerCore
+		case "RealMemory":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return h, fmt.Errorf("cluster: slurmd -C RealMemory %q: %w", v, err)
+			}
+			h.RealMemory = n
+			seen[k] = true
+			continue
+		default:
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return h, fmt.Errorf("cluster: slurmd -C %s %q: %w", k, v, err)
+		}
+		*dst = n
+		seen[k] = true
+	}
+	for _, k := range []string{"CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory"} {
+		if !seen[k] {
+			return h, fmt.Errorf("cluster: slurmd -C output lacks %s: %q", k, line)
+		}
+	}
+	return h, nil
+}
+
+// detectHardware runs the stock `slurmd -C` (also for Impl "go": it is the reference).
+func detectHardware(stockSlurmd string) (Hardware, error) {
+	out, err := exec.Command(stockSlurmd, "-C").Output()
+	if err != nil {
+		return Hardware{}, fmt.Errorf("cluster: %s -C: %w", stockSlurmd, err)
+	}
+	return parseSlurmdC(string(out))
+}
+
+// messageTimeout is slurm.conf's MessageTimeout.
+const messageTimeout = 5 * time.Second
+
+// Ports are drawn from [portLow, portHigh): below the kernel's ephemeral range
+// (32768-60999, so outgoing RPC connections never hold them) and clear of the ranges
+// other engineers' private clusters use (17817-17900, 27817-27900).
+const (
+	portLow      = 20000
+	portHigh     = 27800
+	portAttempts = 200
+)
+
+// pickPorts returns n distinct TCP ports that were bindable on 0.0.0.0 (the daemons
+// listen on the wildcard address). All listeners are held until every port is chosen.
+func pickPorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for try := 0; len(ports) < n && try < portAttempts; try++ {
+		p := portLow + rand.IntN(portHigh-portLow)
+		l, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, p)
+	}
+	if len(ports) < n {
+		return nil, errors.New("cluster: could not find enough free ports")
+	}
+	return ports, nil
+}
+
+// confParams is everything renderConf needs; it is a pure function of these.
+type confParams struct {
+	ClusterName   string
+	Dir           string
+	CtldPort      int
+	SlurmdPort    int // global SlurmdPort: only dynamic (-Z) nodes listen on it
+	Nodes         []Node
+	HW            Hardware
+	SlurmdTimeout int // seconds
+	MaxNodeCount  int
+	NodeExtra     string
+	Extra         []string
+}
+
+// alwaysAppended are line keys that never replace a generated line.
+var alwaysAppended = map[string]bool{
+	"nodename": true, "partitionname": true, "nodeset": true, "downnodes": true, "frontendname": true, "include": true,
+}
+
+func lineKey(line string) string {
+	k, _, _ := strings.Cut(strings.TrimSpace(line), "=")
+	return strings.ToLower(strings.TrimSpace(k))
+}
+
+// renderConf generates slurm.conf. Extra lines whose key matches a generated global
+// line replace it in place; all other extra lines are appended in order.
+func renderConf(p confParams) string {
+	global := []string{
+		"ClusterName=" + p.ClusterName,
+		"SlurmctldHost=localhost(127.0.0.1)",
+		fmt.Sprintf("SlurmctldPort=%d", p.CtldPort),
+		fmt.Sprintf("SlurmdPort=%d", p.SlurmdPort),
+		"AuthType=auth/munge",
+		"CredType=cred/munge",
+		"SlurmUser=root",
+		"SlurmdUser=root",
+		"SelectType=select/cons_tres", // dynamic (-Z) nodes require it
+		"SelectTypeParameters=CR_Core_Memory",
+		"ProctrackType=proctrack/pgid",
+		"TaskPlugin=task/none",
+		"JobAcctGatherType=jobacct_gather/none",
+		"AccountingStorageType=accounting_storage/none",
+		"JobCompType=jobcomp/none",
+		"SwitchType=switch/none",
+		"MpiDefault=none",
+		// slurmctld pings every node every SlurmdTimeout/3 seconds (integer division,
+		// ping_interval in controller.c), but only nodes whose last response is older
+		// than that, so with 8 s a healthy node is pinged about every 2-4 s; a node that
+		// has not answered for SlurmdTimeout is set DOWN "Not responding".
+		fmt.Sprintf("SlurmdTimeout=%d", p.SlurmdTimeout),
+		"SlurmctldTimeout=30",
+		fmt.Sprintf("MessageTimeout=%d", int(messageTimeout/time.Second)),
+		"ReturnToService=2",
+		"TreeWidth=2", // 4 nodes -> two sub-trees of 2: forwarding is always exercised
+		fmt.Sprintf("MaxNodeCount=%d", p.MaxNodeCount),
+		"KillWait=5",
+		"InactiveLimit=0",
+		"MinJobAge=30",
+		"StateSaveLocation=" + p.Dir + "/state",
+		"SlurmdSpoolDir=" + p.Dir + "/spool/%n",
+		"SlurmdPidFile=" + p.Dir + "/%n.pid",
+		"SlurmdLogFile=" + p.Dir + "/%n.log",
+		"SlurmctldPidFile=" + p.Dir + "/slurmctld.pid",
+		"SlurmctldLogFile=" + p.Dir + "/slurmctld.log",
+		"SlurmctldDebug=debug",
+		"SlurmdDebug=debug2", // logs every RPC ("Processing RPC: REQUEST_PING")
+	}
+	var appended []string
+	for _, e := range p.Extra {
+		k := lineKey(e)
+		replaced := false
+		if !alwaysAppended[k] {
+			for i, g := range global {
+				if lineKey(g) == k {
+					global[i] = strings.TrimSpace(e)
+					replaced = true
+					break
+				}
+			}
+		}
+		if !replaced {
+			appended = append(appended, strings.TrimSpace(e))
+		}
+	}
+	var b strings.Builder
+	b.WriteString("# generated by slurmd-go/integration/cluster; do not edit\n")
+	for _, g := range global {
+		b.WriteString(g + "\n")
+	}
+	for _, n := range p.Nodes {
+		fmt.Fprintf(&b, "NodeName=%s NodeAddr=127.0.0.1 NodeHostname=localhost Port=%d %s", n.Name, n.Port, p.HW.NodeLineAttrs())
+		if p.NodeExtra != "" {
+			b.WriteString(" " + p.NodeExtra)
+		}
+		b.WriteString(" State=UNKNOWN\n")
+	}
+	b.WriteString("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
+	for _, a := range appended {
+		b.WriteString(a + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// spawner starts every daemon from one goroutine locked to its OS thread. Linux
+// delivers PR_SET_PDEATHSIG when the *thread* that forked the child exits, so the
+// thread must live as long as the daemons: it exits (still locked, so the runtime
+// kills it) only in close, after the daemons were stopped; any straggler then gets
+// SIGKILL. If the test binary dies, the daemons die with it.
+type spawner struct {
+	reqs chan spawnReq
+	quit chan struct{}
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	resp chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan spawnReq), quit: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		for {
+			select {
+			case r := <-s.reqs:
+				r.resp <- r.cmd.Start()
+			case <-s.quit:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *spawner) start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true // terminal signals reach the test binary only
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	resp := make(chan error, 1)
+	select {
+	case s.reqs <- spawnReq{cmd: cmd, resp: resp}:
+	case <-s.quit:
+		return errors.New("cluster: spawner closed")
+	}
+	return <-resp
+}
+
+func (s *spawner) close() { close(s.quit) }
+
+// proc is one daemon the harness started. done is closed once it has been reaped;
+// err is its exit status (valid after done).
+type proc struct {
+	name    string // "slurmctld", "t1", ...
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+	err     error
+	out     *os.File
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startProc starts argv with stdout+stderr appended to outPath and reaps it in the
+// background.
+func startProc(s *spawner, name, outPath string, env []string, argv ...string) (*proc, error) {
+	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s output: %w", name, err)
+	}
+	fmt.Fprintf(out, "==== %s harness: exec %q\n", time.Now().Format(time.RFC3339), argv)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.Env = env
+	if err := s.start(cmd); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, started: time.Now(), done: make(chan struct{}), out: out}
+	go func() {
+		p.err = cmd.Wait()
+		out.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// signal sends sig to the daemon's pid (never to a group or by name).
+func (p *proc) signal(sig syscall.Signal) error {
+	if p.exited() {
+		return nil
+	}
+	return syscall.Kill(p.pid(), sig)
+}
+
+// wait waits at most d for the daemon to be reaped.
+func (p *proc) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after grace, and waits for the reap.
+func (p *proc) stop(grace time.Duration) error {
+	if p.exited() {
+		return nil
+	}
+	_ = p.signal(syscall.SIGTERM)
+	if p.wait(grace) {
+		return nil
+	}
+	_ = p.signal(syscall.SIGKILL)
+	if p.wait(daemonKillWait) {
+		return fmt.Errorf("cluster: %s (pid %d) ignored SIGTERM for %v, killed", p.name, p.pid(), grace)
+	}
+	return fmt.Errorf("cluster: %s (pid %d) did not exit after SIGKILL within %v", p.name, p.pid(), daemonKillWait)
+}
+
+func (p *proc) status() string {
+	if !p.exited() {
+		return fmt.Sprintf("%s pid %d running", p.name, p.pid())
+	}
+	return fmt.Sprintf("%s pid %d exited: %v", p.name, p.pid(), p.err)
+}

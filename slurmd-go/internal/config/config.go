@@ -1,0 +1,149 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
+)
+
+// Config is the daemon's resolved configuration: slurm.conf with the
+// command line applied and this node picked out. Immutable once built;
+// reconfigure builds a new one.
+type Config struct {
+	Flags    Flags
+	Conf     *slurmconf.Config
+	NodeName string
+	// Node is this node's NodeName line; for a dynamic node (-Z) it is
+	// built from --conf and the hardware.
+	Node     *slurmconf.Node
+	Hostname string // short host name
+
+	Port       uint16
+	ListenAddr string // host:port we bind
+	SpoolDir   string
+	PidFile    string
+	LogFile    string
+	CtldHosts  []string // host:port, primary first
+
+	// MultipleSlurmd is set when other NodeNames in slurm.conf share our
+	// address: several node daemons on one host share one munged, so a
+	// forwarded credential is legitimately seen twice (Debian's Slurm is
+	// built with MULTIPLE_SLURMD for the same reason).
+	MultipleSlurmd bool
+}
+
+// ErrNoNodeName is returned when neither -N nor the host name names a node.
+var ErrNoNodeName = errors.New("config: cannot determine this node's NodeName")
+
+// Load reads slurm.conf and resolves it for this node.
+func Load(f Flags) (*Config, error) {
+	conf, err := slurmconf.Load(f.ConfFile)
+	if err != nil {
+		return nil, err
+	}
+	return Resolve(f, conf)
+}
+
+// Resolve applies the command line to a parsed slurm.conf.
+func Resolve(f Flags, conf *slurmconf.Config) (*Config, error) {
+	host, _ := os.Hostname()
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		host = host[:i]
+	}
+	c := &Config{Flags: f, Conf: conf, Hostname: host, NodeName: f.NodeName}
+	if c.NodeName == "" {
+		if n, ok := conf.NodeByHost(host); ok {
+			c.NodeName = n.Name
+		} else if _, ok := conf.Node(host); ok {
+			c.NodeName = host
+		} else if f.Dynamic {
+			c.NodeName = host
+		} else {
+			return nil, fmt.Errorf("%w: host %q is no NodeName or NodeHostname in %s (use -N)", ErrNoNodeName, host, conf.File)
+		}
+	}
+	if n, ok := conf.Node(c.NodeName); ok {
+		c.Node = n
+	} else if f.Dynamic {
+		n, err := slurmconf.ParseNodeLine("NodeName=" + c.NodeName + " " + f.DynamicConf)
+		if err != nil {
+			return nil, fmt.Errorf("config: --conf %q: %w", f.DynamicConf, err)
+		}
+		c.Node = n
+	} else {
+		return nil, fmt.Errorf("%w: NodeName %q is not in %s", ErrNoNodeName, c.NodeName, conf.File)
+	}
+	c.Port = c.Node.Port
+	if c.Port == 0 {
+		c.Port = conf.SlurmdPort
+	}
+	bind := ""
+	if conf.CommunicationParameters.NoInAddrAny() && c.Node.Addr != "" {
+		bind = c.Node.Addr
+	}
+	c.ListenAddr = net.JoinHostPort(bind, strconv.Itoa(int(c.Port)))
+	c.SpoolDir = slurmconf.ExpandPath(conf.SlurmdSpoolDir, c.NodeName, host)
+	c.PidFile = slurmconf.ExpandPath(conf.SlurmdPidFile, c.NodeName, host)
+	c.LogFile = slurmconf.ExpandPath(conf.SlurmdLogFile, c.NodeName, host)
+	if f.LogFile != "" {
+		c.LogFile = f.LogFile
+	}
+	for _, h := range conf.SlurmctldHost {
+		a := h.Addr
+		if a == "" {
+			a = h.Name
+		}
+		c.CtldHosts = append(c.CtldHosts, net.JoinHostPort(a, strconv.Itoa(int(conf.SlurmctldPort))))
+	}
+	if len(c.CtldHosts) == 0 {
+		return nil, fmt.Errorf("config: %s names no SlurmctldHost", conf.File)
+	}
+	for _, n := range conf.Nodes() {
+		if n.Name != c.NodeName && addrOf(n) == addrOf(c.Node) {
+			c.MultipleSlurmd = true
+			break
+		}
+	}
+	return c, nil
+}
+
+func addrOf(n *slurmconf.Node) string {
+	if n.Addr != "" {
+		return n.Addr
+	}
+	return n.Name
+}
+
+// NodeAddr returns a node's host:port for forwarding, from slurm.conf.
+func (c *Config) NodeAddr(name string) (string, bool) {
+	n, ok := c.Conf.Node(name)
+	if !ok {
+		return "", false
+	}
+	port := n.Port
+	if port == 0 {
+		port = c.Conf.SlurmdPort
+	}
+	return net.JoinHostPort(addrOf(n), strconv.Itoa(int(port))), true
+}
+
+// HashPolicy returns the body-hash rules of CommunicationParameters.
+func (c *Config) HashPolicy() auth.HashPolicy {
+	cp := c.Conf.CommunicationParameters
+	return auth.HashPolicy{BlockNullHash: cp.BlockNullHash(), BlockZeroHash: cp.BlockZeroHash()}
+}
+
+// MessageTimeout is MessageTimeout, at least one second.
+func (c *Config) MessageTimeout() time.Duration {
+	if c.Conf.MessageTimeout < time.Second {
+		return 10 * time.Second
+	}
+	return c.Conf.MessageTimeout
+}

@@ -1,0 +1,84 @@
+// Package config turns slurmd's command line and slurm.conf into the one
+// resolved Config the daemon runs with.
+package config
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+// DefaultConfFile is where Debian's slurmd reads slurm.conf.
+const DefaultConfFile = "/etc/slurm/slurm.conf"
+
+// Flags are slurmd 22.05's options ("bcCd:Df:F::GhL:Mn:N:svVZ", --conf,
+// --conf-server), kept with the same letters so admins swap the binary only.
+type Flags struct {
+	ConfFile      string // -f
+	NodeName      string // -N
+	LogFile       string // -L
+	Verbose       int    // -v, repeatable
+	Foreground    bool   // -D
+	CleanStart    bool   // -c: terminate the steps left by an earlier daemon
+	PrintConfig   bool   // -C: print the node's hardware line and exit
+	PrintVersion  bool   // -V
+	Dynamic       bool   // -Z: register as a dynamic node
+	DynamicConf   string // --conf: NodeName line parameters for -Z
+	FutureFeature string // -F[feature]: dynamic future node
+	ConfServer    string // --conf-server (configless; not supported yet)
+	StepdPath     string // -d: accepted for compatibility; our step manager is this binary
+	Nice          int    // -n
+	BootTime      bool   // -b
+	MlockPages    bool   // -M
+	SetWD         bool   // -s
+	PrintGres     bool   // -G
+	ConfFileSet   bool   // -f given (otherwise SLURM_CONF or the default)
+}
+
+// ParseFlags parses args with getopt-like rules (-Dvvv works).
+func ParseFlags(prog string, args []string) (Flags, error) {
+	var f Flags
+	fs := pflag.NewFlagSet(prog, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVarP(&f.ConfFile, "conffile", "f", "", "read configuration from `file`")
+	fs.StringVarP(&f.NodeName, "nodename", "N", "", "run the daemon for the named node")
+	fs.StringVarP(&f.LogFile, "logfile", "L", "", "log messages to the specified `file`")
+	fs.CountVarP(&f.Verbose, "verbose", "v", "verbose mode, repeat for more")
+	fs.BoolVarP(&f.Foreground, "foreground", "D", false, "run daemon in foreground")
+	fs.BoolVarP(&f.CleanStart, "clean", "c", false, "force cleanup of the job steps of an earlier daemon")
+	fs.BoolVarP(&f.PrintConfig, "print-config", "C", false, "print node configuration and exit")
+	fs.BoolVarP(&f.PrintVersion, "version", "V", false, "print version information and exit")
+	fs.BoolVarP(&f.Dynamic, "dynamic", "Z", false, "start as a dynamic node")
+	fs.StringVar(&f.DynamicConf, "conf", "", "node parameters for a dynamic node")
+	fs.StringVarP(&f.FutureFeature, "future", "F", "", "start as a dynamic future node with this feature")
+	fs.Lookup("future").NoOptDefVal = " "
+	fs.StringVar(&f.ConfServer, "conf-server", "", "slurmctld to fetch the configuration from")
+	fs.StringVarP(&f.StepdPath, "stepd", "d", "", "path of slurmstepd (ignored: the step manager is built in)")
+	fs.IntVarP(&f.Nice, "nice", "n", 0, "run at this nice value")
+	fs.BoolVarP(&f.BootTime, "boot", "b", false, "report node rebooted when daemon restarted")
+	fs.BoolVarP(&f.MlockPages, "mlock", "M", false, "use mlock() to lock the daemon's pages")
+	fs.BoolVarP(&f.SetWD, "setwd", "s", false, "change working directory to SlurmdLogFile/SlurmdSpoolDir")
+	fs.BoolVarP(&f.PrintGres, "print-gres", "G", false, "print GRES configuration and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: %s [OPTIONS]\n%s", prog, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	f.ConfFileSet = f.ConfFile != ""
+	if f.ConfFile == "" {
+		if env := os.Getenv("SLURM_CONF"); env != "" {
+			f.ConfFile = env
+		} else {
+			f.ConfFile = DefaultConfFile
+		}
+	}
+	if f.FutureFeature == " " {
+		f.FutureFeature = ""
+	}
+	return f, nil
+}

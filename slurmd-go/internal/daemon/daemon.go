@@ -1,0 +1,266 @@
+// Package daemon is the composition root of slurmd-go: it builds the
+// configuration, the authenticator, the RPC server and the registration
+// engine, and runs them until SIGTERM or REQUEST_SHUTDOWN.
+//
+//	start ─▶ config ─▶ take over pidfile ─▶ bind port ─▶ pidfile ─▶ serve ─┬─▶ register (back-off)
+//	                                                                        ├─▶ SIGHUP/RECONFIGURE: reload, re-register
+//	                                                                        └─▶ SIGTERM/SHUTDOWN: stop serving, exit
+//
+// Shutdown is not Kill: stopping the daemon never signals a job.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/forward"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/handlers"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/pidfile"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Version is the Slurm version we speak and report.
+const Version = "22.05.8"
+
+// Named timeouts.
+const (
+	// TakeOverTimeout bounds the wait for an older daemon to release the pid file.
+	TakeOverTimeout = 30 * time.Second
+	// ShutdownTimeout bounds the wait for in-flight RPCs at exit.
+	ShutdownTimeout = 10 * time.Second
+	// RegisterMaxDelay is slurmd's back-off ceiling between registrations.
+	RegisterMaxDelay = 128 * time.Second
+	// HealthCheckTimeout bounds one HealthCheckProgram run.
+	HealthCheckTimeout = 60 * time.Second
+)
+
+// Daemon is one running slurmd-go.
+type Daemon struct {
+	log       hclog.Logger
+	logCloser io.Closer
+	cfg       atomic.Pointer[config.Config]
+	auth      auth.Authenticator
+	disp      *rpc.Dispatcher
+	srv       rpcserver.Listener
+	ctld      *ctld.Client
+	hw        hostinfo.Info // probed at start (and on reconfigure)
+	hwMu      sync.Mutex    // guards hw
+
+	started     time.Time
+	firstReg    atomic.Int64 // unix time of the first successful registration
+	lastCtldMsg atomic.Int64
+	wantResp    atomic.Bool // ask slurmctld for the TRES list on the next registration
+	tresMu      sync.Mutex
+	tres        []slurmproto.TRESRec // guarded by tresMu
+
+	regKick  chan struct{}
+	stop     context.CancelFunc
+	reconfig chan struct{}
+}
+
+// Main runs the daemon for the command line flags and returns the exit code.
+func Main(ctx context.Context, f config.Flags) int {
+	if f.PrintVersion {
+		fmt.Println("slurm " + Version)
+		return 0
+	}
+	cfg, err := config.Load(f)
+	if err != nil && !f.PrintConfig {
+		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		return 1
+	}
+	if f.PrintConfig {
+		return printConfig(cfg)
+	}
+	if !f.Foreground {
+		if done, err := daemonize(); done || err != nil {
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "slurmd-go: fatal: daemonize: %v\n", err)
+				return 1
+			}
+			return 0
+		}
+	}
+	d, err := newDaemon(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		return 1
+	}
+	if err := d.run(ctx); err != nil {
+		d.log.Error("fatal", "error", err)
+		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newDaemon(cfg *config.Config) (*Daemon, error) {
+	log, closer, err := logging.New("slurmd", logging.Options{File: cfg.LogFile, Level: int(cfg.Conf.SlurmdDebug), Verbose: cfg.Flags.Verbose})
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		log:       log.With("node", cfg.NodeName),
+		logCloser: closer,
+		started:   time.Now(),
+		regKick:   make(chan struct{}, 1),
+		reconfig:  make(chan struct{}, 1),
+	}
+	d.cfg.Store(cfg)
+	d.wantResp.Store(true)
+	if uid := uint32(os.Getuid()); uid != cfg.Conf.SlurmdUserID {
+		return nil, fmt.Errorf("you are running slurmd as uid %d, not SlurmdUser %s(%d); add SlurmdUser to slurm.conf to run as this user",
+			uid, cfg.Conf.SlurmdUser, cfg.Conf.SlurmdUserID)
+	}
+	m, err := munge.New(munge.Options{Socket: cfg.Conf.AuthInfo.Socket, TTL: cfg.Conf.AuthInfo.TTL, AllowReplay: cfg.MultipleSlurmd})
+	if err != nil {
+		return nil, fmt.Errorf("daemon: munge: %w", err)
+	}
+	d.auth = m
+	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: probe hardware: %w", err)
+	}
+	d.hw = hw
+	return d, nil
+}
+
+func (d *Daemon) config() *config.Config { return d.cfg.Load() }
+
+func (d *Daemon) settings(cfg *config.Config) rpc.Settings {
+	return rpc.Settings{SlurmUID: cfg.Conf.SlurmUserID, SlurmdUID: cfg.Conf.SlurmdUserID, HashPolicy: cfg.HashPolicy()}
+}
+
+func (d *Daemon) run(parent context.Context) error {
+	defer func() {
+		if d.logCloser != nil {
+			d.logCloser.Close()
+		}
+	}()
+	cfg := d.config()
+	ctx, stop := context.WithCancel(parent)
+	d.stop = stop
+	defer stop()
+	d.log.Info("slurmd-go started", "version", Version, "pid", os.Getpid(), "conf", cfg.Flags.ConfFile, "port", cfg.Port)
+
+	tctx, cancel := context.WithTimeout(ctx, TakeOverTimeout)
+	if old, err := pidfile.TakeOver(tctx, cfg.PidFile); err != nil {
+		cancel()
+		return err
+	} else if old != 0 {
+		d.log.Info("killed old slurmd", "old_pid", old)
+	}
+	cancel()
+	if err := os.MkdirAll(cfg.SpoolDir, 0o755); err != nil {
+		return fmt.Errorf("daemon: spool dir %s: %w", cfg.SpoolDir, err)
+	}
+
+	fwd := forward.New(forward.Config{
+		Resolve:        func(n string) (string, bool) { return d.config().NodeAddr(n) },
+		TreeWidth:      int(cfg.Conf.TreeWidth),
+		MessageTimeout: cfg.MessageTimeout(),
+	}, d.log)
+	d.disp = rpc.New(d.auth, handlers.NodeRoutes(d), fwd, d.settings(cfg), d.log)
+	d.disp.OnCtldMessage = func() { d.lastCtldMsg.Store(time.Now().Unix()) }
+	d.ctld = ctld.New(d.auth, func() ctld.Config {
+		c := d.config()
+		return ctld.Config{Hosts: c.CtldHosts, MessageTimeout: c.MessageTimeout(), HashPolicy: c.HashPolicy()}
+	}, d.log)
+
+	srv, err := rpcserver.New(rpcserver.Config{
+		Addr:        "tcp://" + cfg.ListenAddr,
+		ConnTimeout: cfg.MessageTimeout(),
+		Logger:      d.log,
+	}, d.disp)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("daemon: unable to bind listen port (%d): %w", cfg.Port, err)
+	}
+	d.srv = srv
+	pf, err := pidfile.Create(cfg.PidFile)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
+	d.log.Info("serving", "addr", srv.Addr().String())
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); d.registrationEngine(ctx) }()
+
+	d.Reregister()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			d.log.Info("shutdown requested", "signal", s.String())
+			break loop
+		case <-d.reconfig:
+			d.reload()
+		}
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		d.log.Warn("shutdown left requests unfinished", "error", err)
+	}
+	wg.Wait()
+	if err := pf.Remove(); err != nil {
+		d.log.Warn("cannot remove pid file", "error", err)
+	}
+	d.log.Info("slurmd-go shutdown completing")
+	return nil
+}
+
+// reload re-reads slurm.conf (SIGHUP or REQUEST_RECONFIGURE). A broken file
+// keeps the running configuration and says why.
+func (d *Daemon) reload() {
+	old := d.config()
+	cfg, err := config.Load(old.Flags)
+	if err != nil {
+		d.log.Error("reconfigure failed, keeping the running configuration", "error", err)
+		return
+	}
+	if cfg.Port != old.Port {
+		d.log.Warn("the port changed in slurm.conf; restart the daemon to move to it", "old", old.Port, "new", cfg.Port)
+	}
+	d.cfg.Store(cfg)
+	d.disp.SetSettings(d.settings(cfg))
+	if hw, err := hostinfo.Probe(cfg.Conf.TmpFS); err == nil {
+		d.hwMu.Lock()
+		d.hw = hw
+		d.hwMu.Unlock()
+	}
+	d.log.Info("reconfigured", "conf", cfg.Flags.ConfFile)
+	d.Reregister()
+}

@@ -1,0 +1,303 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/handlers"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+var _ handlers.Node = (*Daemon)(nil)
+
+// Load implements handlers.Node.
+func (d *Daemon) Load() (uint32, uint64) {
+	l, err := hostinfo.Probe(d.config().Conf.TmpFS)
+	if err != nil {
+		d.log.Warn("cannot read load", "error", err)
+	}
+	return l.CPULoad, l.FreeMem
+}
+
+func (d *Daemon) hardware() hostinfo.Info {
+	d.hwMu.Lock()
+	defer d.hwMu.Unlock()
+	return d.hw
+}
+
+// Status implements handlers.Node (scontrol show slurmd).
+func (d *Daemon) Status() slurmproto.SlurmdStatus {
+	cfg := d.config()
+	hw := d.hardware()
+	var last time.Time
+	if t := d.lastCtldMsg.Load(); t != 0 {
+		last = time.Unix(t, 0)
+	}
+	return slurmproto.SlurmdStatus{
+		Booted:           d.started,
+		LastSlurmctldMsg: last,
+		SlurmdDebug:      uint16(cfg.Conf.SlurmdDebug) + uint16(cfg.Flags.Verbose),
+		CPUs:             hw.CPUs,
+		Boards:           hw.Boards,
+		Sockets:          hw.Sockets,
+		Cores:            hw.CoresPerSocket,
+		Threads:          hw.ThreadsPerCore,
+		RealMem:          hw.RealMemory,
+		TmpDisk:          hw.TmpDisk,
+		PID:              uint32(os.Getpid()),
+		Hostname:         cfg.NodeName,
+		Logfile:          cfg.LogFile,
+		StepList:         "NONE",
+		Version:          Version,
+	}
+}
+
+// Energy implements handlers.Node: no energy plugin, so zeros, as slurmd
+// with AcctGatherEnergyType=acct_gather_energy/none.
+func (d *Daemon) Energy() slurmproto.AcctGatherEnergy {
+	return slurmproto.AcctGatherEnergy{NodeName: d.config().NodeName, Sensors: []slurmproto.Energy{{}}}
+}
+
+// Reregister implements handlers.Node.
+func (d *Daemon) Reregister() {
+	d.wantResp.Store(true)
+	select {
+	case d.regKick <- struct{}{}:
+	default:
+	}
+}
+
+// Reconfigure implements handlers.Node.
+func (d *Daemon) Reconfigure() {
+	select {
+	case d.reconfig <- struct{}{}:
+	default:
+	}
+}
+
+// Shutdown implements handlers.Node.
+func (d *Daemon) Shutdown() {
+	d.log.Info("shutdown requested by slurmctld")
+	if d.stop != nil {
+		d.stop()
+	}
+}
+
+// HealthCheck implements handlers.Node.
+func (d *Daemon) HealthCheck() {
+	prog := d.config().Conf.HealthCheckProgram
+	if prog == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), HealthCheckTimeout)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, prog).CombinedOutput()
+		if err != nil {
+			d.log.Error("HealthCheckProgram failed", "program", prog, "error", err, "output", strings.TrimSpace(string(out)))
+			return
+		}
+		d.log.Debug("HealthCheckProgram ran", "program", prog)
+	}()
+}
+
+// Reboot implements handlers.Node.
+func (d *Daemon) Reboot(req *slurmproto.RebootNodesRequest) {
+	prog := d.config().Conf.RebootProgram
+	if prog == "" {
+		d.log.Error("reboot requested but RebootProgram is not set")
+		return
+	}
+	args := strings.Fields(prog)
+	if req != nil && req.Features != "" {
+		args = []string{args[0], req.Features}
+	}
+	d.log.Info("running RebootProgram", "cmd", strings.Join(args, " "))
+	if err := exec.Command(args[0], args[1:]...).Start(); err != nil {
+		d.log.Error("RebootProgram failed", "error", err)
+	}
+}
+
+// registrationEngine sends MESSAGE_NODE_REGISTRATION_STATUS at start and
+// whenever kicked, retrying with slurmd's back-off (1 s doubling to 128 s).
+func (d *Daemon) registrationEngine(ctx context.Context) {
+	delay := time.Second
+	pending := false
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.regKick:
+			pending = true
+			delay = time.Second
+		case <-timer.C:
+		}
+		if !pending {
+			continue
+		}
+		if err := d.register(ctx); err != nil {
+			d.log.Warn("unable to register with slurmctld", "retry_in", delay.String(), "error", err)
+			timer.Reset(delay)
+			delay *= 2
+			if delay > RegisterMaxDelay {
+				delay = RegisterMaxDelay
+			}
+			continue
+		}
+		pending = false
+	}
+}
+
+func (d *Daemon) register(ctx context.Context) error {
+	msg := d.registrationMsg()
+	cfg := d.config()
+	rctx, cancel := context.WithTimeout(ctx, 2*cfg.MessageTimeout())
+	defer cancel()
+	reply, err := d.ctld.Call(rctx, msg, auth.UIDAny)
+	if err != nil {
+		return err
+	}
+	switch r := reply.(type) {
+	case *slurmproto.NodeRegistrationResponse:
+		d.tresMu.Lock()
+		d.tres = r.TRES
+		d.tresMu.Unlock()
+		d.wantResp.Store(false)
+		d.log.Debug("slurmctld sent back TRES", "count", len(r.TRES))
+	case *slurmproto.ReturnCode:
+		if r.RC != 0 {
+			return fmt.Errorf("daemon: registration refused: %s", slurmproto.RCName(r.RC))
+		}
+	default:
+		return fmt.Errorf("daemon: unexpected registration reply %s", reply.MsgType())
+	}
+	d.firstReg.CompareAndSwap(0, time.Now().Unix())
+	d.log.Info("registered with slurmctld", "cpus", msg.CPUs, "real_memory", msg.RealMemory)
+	return nil
+}
+
+// registrationMsg fills the registration as _fill_registration_msg does.
+func (d *Daemon) registrationMsg() *slurmproto.NodeRegistrationStatus {
+	cfg := d.config()
+	hw := d.hardware()
+	rep := hostinfo.Reported(hw, cfg.Node, cfg.Conf.ConfigOverrides)
+	load, _ := hostinfo.Probe(cfg.Conf.TmpFS)
+	now := time.Now()
+	start := now
+	if t := d.firstReg.Load(); t != 0 {
+		start = time.Unix(t, 0)
+	}
+	m := &slurmproto.NodeRegistrationStatus{
+		Timestamp:       now,
+		SlurmdStartTime: start,
+		Hostname:        cfg.Hostname,
+		NodeName:        cfg.NodeName,
+		Arch:            hw.Arch,
+		OS:              hw.OS,
+		CPUs:            rep.CPUs,
+		Boards:          rep.Boards,
+		Sockets:         rep.Sockets,
+		Cores:           rep.CoresPerSocket,
+		Threads:         rep.ThreadsPerCore,
+		RealMemory:      rep.RealMemory,
+		TmpDisk:         rep.TmpDisk,
+		UpTime:          uint32(load.UpTime),
+		HashVal:         cfg.Conf.Hash,
+		CPULoad:         load.CPULoad,
+		FreeMem:         load.FreeMem,
+		GresInfo:        []byte{0x26, 0x00, 0x00, 0x00}, // version, zero GRES records
+		Version:         Version,
+	}
+	if m.HashVal == 0 {
+		m.HashVal = slurmproto.NoVal
+	}
+	if d.wantResp.Load() {
+		m.Flags |= slurmproto.RegFlagResp
+	}
+	if cfg.Flags.Dynamic {
+		m.DynamicType = slurmproto.DynNodeNorm
+		m.DynamicConf = dynamicConf(cfg.NodeName, cfg.Flags.DynamicConf, hw)
+	}
+	return m
+}
+
+// dynamicConf builds the NodeName line slurmctld creates a -Z node from:
+// the hardware unless --conf gives the layout, then --conf itself.
+func dynamicConf(name, conf string, hw hostinfo.Info) string {
+	lc := strings.ToLower(conf)
+	s := "NodeName=" + name + " "
+	has := func(k string) bool { return strings.Contains(lc, strings.ToLower(k)) }
+	if !has("CPUs=") && !has("Boards=") && !has("SocketsPerBoard=") && !has("CoresPerSocket=") && !has("ThreadsPerCore=") {
+		boards := hw.Boards
+		if boards == 0 {
+			boards = 1
+		}
+		s += fmt.Sprintf("CPUs=%d Boards=%d SocketsPerBoard=%d CoresPerSocket=%d ThreadsPerCore=%d ",
+			hw.CPUs, boards, hw.Sockets/boards, hw.CoresPerSocket, hw.ThreadsPerCore)
+	}
+	if !has("RealMemory=") {
+		s += fmt.Sprintf("RealMemory=%d ", hw.RealMemory)
+	}
+	return s + conf
+}
+
+// printConfig is slurmd -C: this host's hardware as a NodeName line, then
+// its uptime.
+func printConfig(cfg *config.Config) int {
+	tmpFS := ""
+	name := ""
+	if cfg != nil {
+		tmpFS, name = cfg.Conf.TmpFS, cfg.NodeName
+	}
+	hw, err := hostinfo.Probe(tmpFS)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		return 1
+	}
+	if name == "" {
+		name = hw.Hostname
+	}
+	boards := hw.Boards
+	if boards == 0 {
+		boards = 1
+	}
+	fmt.Printf("NodeName=%s CPUs=%d Boards=%d SocketsPerBoard=%d CoresPerSocket=%d ThreadsPerCore=%d RealMemory=%d\n",
+		name, hw.CPUs, boards, hw.SocketsPerBoard(), hw.CoresPerSocket, hw.ThreadsPerCore, hw.RealMemory)
+	up := time.Duration(hw.UpTime) * time.Second
+	days := int(up.Hours()) / 24
+	up -= time.Duration(days) * 24 * time.Hour
+	fmt.Printf("UpTime=%d-%02d:%02d:%02d\n", days, int(up.Hours()), int(up.Minutes())%60, int(up.Seconds())%60)
+	return 0
+}
+
+// daemonize re-executes the binary detached (new session, stdio on
+// /dev/null) with -D added; done is true in the parent, which then exits.
+func daemonize() (done bool, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return false, err
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return false, err
+	}
+	defer null.Close()
+	args := append([]string{"-D"}, os.Args[1:]...)
+	cmd := exec.Command(exe, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	return true, cmd.Process.Release()
+}

@@ -1,0 +1,87 @@
+// Package handlers holds one function per slurmd RPC family, wired into an
+// rpc.Registry. Handlers decide; the node service behind them acts.
+package handlers
+
+import (
+	"context"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Node is what the node-lifecycle handlers need from the daemon.
+type Node interface {
+	// Load returns the 5-minute load average ×100 and free memory in MiB.
+	Load() (cpuLoad uint32, freeMemMB uint64)
+	// Status fills RESPONSE_SLURMD_STATUS.
+	Status() slurmproto.SlurmdStatus
+	// Energy fills RESPONSE_ACCT_GATHER_UPDATE/ENERGY.
+	Energy() slurmproto.AcctGatherEnergy
+	// Reregister queues a fresh registration that asks for the TRES reply.
+	Reregister()
+	// Reconfigure re-reads slurm.conf, as SIGHUP does.
+	Reconfigure()
+	// Shutdown stops the daemon, as SIGTERM does (running steps stay).
+	Shutdown()
+	// HealthCheck starts HealthCheckProgram in the background.
+	HealthCheck()
+	// Reboot runs RebootProgram (with features when given).
+	Reboot(req *slurmproto.RebootNodesRequest)
+}
+
+// NodeRoutes returns the routes of the node lifecycle RPCs.
+func NodeRoutes(n Node) rpc.Registry {
+	ping := func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+		load, free := n.Load()
+		if req.Type() == slurmproto.RequestNodeRegistrationStatus {
+			// Answer first, then register: slurmctld waits for this reply
+			// before it reads our registration.
+			defer n.Reregister()
+		}
+		return rpc.Reply{Body: slurmproto.PingSlurmdResponse{CPULoad: load, FreeMem: free}, Copy: true}, nil
+	}
+	return rpc.Registry{
+		slurmproto.RequestPing:                   {Handle: ping, Privileged: true},
+		slurmproto.RequestNodeRegistrationStatus: {Handle: ping, Privileged: true},
+		slurmproto.RequestHealthCheck: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			n.HealthCheck()
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestAcctGatherUpdate: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			e := n.Energy()
+			e.Type = slurmproto.ResponseAcctGatherUpdate
+			return rpc.Reply{Body: e, Copy: true}, nil
+		}},
+		slurmproto.RequestAcctGatherEnergy: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			r := req.Body.(*slurmproto.AcctGatherEnergyRequest)
+			if r.ContextID == slurmproto.NoVal16 {
+				return rpc.RC(slurmproto.SlurmProtocolVersionError), nil
+			}
+			e := n.Energy()
+			e.Type = slurmproto.ResponseAcctGatherEnergy
+			return rpc.Reply{Body: e, Copy: true}, nil
+		}},
+		slurmproto.RequestDaemonStatus: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			return rpc.Reply{Body: n.Status(), Copy: true}, nil
+		}},
+		slurmproto.RequestReconfigure: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			n.Reconfigure()
+			return rpc.NoReply, nil
+		}},
+		slurmproto.RequestReconfigureWithConfig: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			// Configless caches are not kept yet; re-reading our file is
+			// what a node with a local slurm.conf does.
+			n.Reconfigure()
+			return rpc.NoReply, nil
+		}},
+		slurmproto.RequestShutdown: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			n.Shutdown()
+			return rpc.NoReply, nil
+		}},
+		slurmproto.RequestRebootNodes: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			r, _ := req.Body.(*slurmproto.RebootNodesRequest)
+			n.Reboot(r)
+			return rpc.NoReply, nil
+		}},
+	}
+}

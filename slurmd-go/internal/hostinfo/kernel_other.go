@@ -1,0 +1,9 @@
+//go:build !linux
+
+package hostinfo
+
+import "fmt"
+
+func probeKernel(info *Info, tmpFS string) error {
+	return fmt.Errorf("%w: only Linux is supported", ErrProbe)
+}

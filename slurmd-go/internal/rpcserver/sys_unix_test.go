@@ -1,0 +1,7 @@
+//go:build unix
+
+package rpcserver
+
+import "syscall"
+
+const syscallEADDRINUSE = syscall.EADDRINUSE
