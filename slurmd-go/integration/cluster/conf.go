@@ -164,15 +164,21 @@ func renderConf(p confParams) string {
 		"JobCompType=jobcomp/none",
 		"SwitchType=switch/none",
 		"MpiDefault=none",
-		// slurmctld pings every node every SlurmdTimeout/3 seconds (integer division,
-		// ping_interval in controller.c), but only nodes whose last response is older
-		// than that, so with 8 s a healthy node is pinged about every 2-4 s; a node that
-		// has not answered for SlurmdTimeout is set DOWN "Not responding".
+		// slurmctld runs a ping round every SlurmdTimeout/3 seconds (integer division,
+		// ping_interval in controller.c) once the previous round is done, and pings only
+		// nodes whose last response is older than that: with 8 s a round every 2 s and a
+		// healthy node pinged about every 4 s. A failed ping shows the node as "idle*"
+		// at once; it is set DOWN "Not responding" in the first round after one that
+		// started SlurmdTimeout after its last response. A round that includes a dead
+		// node lasts ~MessageTimeout+1 s (connect retried once a second).
 		fmt.Sprintf("SlurmdTimeout=%d", p.SlurmdTimeout),
 		"SlurmctldTimeout=30",
 		fmt.Sprintf("MessageTimeout=%d", int(messageTimeout/time.Second)),
 		"ReturnToService=2",
-		"TreeWidth=2", // 4 nodes -> two sub-trees of 2: forwarding is always exercised
+		// TreeWidth=2: an RPC to all of t[1-4] goes slurmctld -> t1 (forward list
+		// t[2-3]) and slurmctld -> t4; t1 forwards to t2 and t3 (set_span(4,2)=[2,0]).
+		// Agents for <= 2 nodes are sent directly, without forwarding.
+		"TreeWidth=2",
 		fmt.Sprintf("MaxNodeCount=%d", p.MaxNodeCount),
 		"KillWait=5",
 		"InactiveLimit=0",

@@ -33,6 +33,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -133,12 +134,22 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: munge: %w", err)
 	}
+	// As auth/munge does at start: a munged that lets root read credentials
+	// restricted to others would let any node impersonate users.
+	sctx, cancel := context.WithTimeout(context.Background(), rpc.DefaultAuthTimeout)
+	defer cancel()
+	if err := m.SelfCheck(sctx); err != nil {
+		return nil, fmt.Errorf("daemon: munge self-check: %w", err)
+	}
 	d.auth = m
 	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: probe hardware: %w", err)
 	}
 	d.hw = hw
+	if err := d.adoptConfig(cfg, hw); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -242,6 +253,23 @@ loop:
 	return nil
 }
 
+// adoptConfig makes cfg the running configuration. A dynamic node (-Z)
+// describes itself: its NodeName line is the hardware plus --conf, the line
+// slurmctld creates it from, so what we report matches what it expects.
+func (d *Daemon) adoptConfig(cfg *config.Config, hw hostinfo.Info) error {
+	if cfg.Flags.Dynamic {
+		n, err := slurmconf.ParseNodeLine(dynamicConf(cfg.NodeName, cfg.Flags.DynamicConf, hw))
+		if err != nil {
+			return fmt.Errorf("daemon: dynamic node line: %w", err)
+		}
+		c := *cfg
+		c.Node = n
+		cfg = &c
+	}
+	d.cfg.Store(cfg)
+	return nil
+}
+
 // reload re-reads slurm.conf (SIGHUP or REQUEST_RECONFIGURE). A broken file
 // keeps the running configuration and says why.
 func (d *Daemon) reload() {
@@ -254,13 +282,20 @@ func (d *Daemon) reload() {
 	if cfg.Port != old.Port {
 		d.log.Warn("the port changed in slurm.conf; restart the daemon to move to it", "old", old.Port, "new", cfg.Port)
 	}
-	d.cfg.Store(cfg)
-	d.disp.SetSettings(d.settings(cfg))
-	if hw, err := hostinfo.Probe(cfg.Conf.TmpFS); err == nil {
-		d.hwMu.Lock()
-		d.hw = hw
-		d.hwMu.Unlock()
+	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
+	if err != nil {
+		d.log.Error("reconfigure: cannot probe hardware, keeping the running configuration", "error", err)
+		return
 	}
+	if err := d.adoptConfig(cfg, hw); err != nil {
+		d.log.Error("reconfigure failed, keeping the running configuration", "error", err)
+		return
+	}
+	d.hwMu.Lock()
+	d.hw = hw
+	d.hwMu.Unlock()
+	d.disp.SetSettings(d.settings(cfg))
+	d.log.SetLevel(logging.Level(int(cfg.Conf.SlurmdDebug), cfg.Flags.Verbose))
 	d.log.Info("reconfigured", "conf", cfg.Flags.ConfFile)
 	d.Reregister()
 }

@@ -41,13 +41,13 @@ func NodeRoutes(n Node) rpc.Registry {
 		return rpc.Reply{Body: slurmproto.PingSlurmdResponse{CPULoad: load, FreeMem: free}, Copy: true}, nil
 	}
 	return rpc.Registry{
-		slurmproto.RequestPing:                   {Handle: ping, Privileged: true},
-		slurmproto.RequestNodeRegistrationStatus: {Handle: ping, Privileged: true},
-		slurmproto.RequestHealthCheck: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+		slurmproto.RequestPing:                   {Handle: ping, Privileged: true, FromCtld: true},
+		slurmproto.RequestNodeRegistrationStatus: {Handle: ping, Privileged: true, FromCtld: true},
+		slurmproto.RequestHealthCheck: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			n.HealthCheck()
 			return rpc.RC(0), nil
 		}},
-		slurmproto.RequestAcctGatherUpdate: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+		slurmproto.RequestAcctGatherUpdate: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			e := n.Energy()
 			e.Type = slurmproto.ResponseAcctGatherUpdate
 			return rpc.Reply{Body: e, Copy: true}, nil
@@ -64,11 +64,11 @@ func NodeRoutes(n Node) rpc.Registry {
 		slurmproto.RequestDaemonStatus: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			return rpc.Reply{Body: n.Status(), Copy: true}, nil
 		}},
-		slurmproto.RequestReconfigure: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+		slurmproto.RequestReconfigure: {Privileged: true, NoReplyType: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			n.Reconfigure()
 			return rpc.NoReply, nil
 		}},
-		slurmproto.RequestReconfigureWithConfig: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+		slurmproto.RequestReconfigureWithConfig: {Privileged: true, NoReplyType: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			// Configless caches are not kept yet; re-reading our file is
 			// what a node with a local slurm.conf does.
 			n.Reconfigure()

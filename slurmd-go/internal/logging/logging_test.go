@@ -34,7 +34,7 @@ func TestLevel(t *testing.T) {
 
 func TestNew_File(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "sub", "n1.log")
-	l, c, err := New("slurmd", Options{File: p})
+	l, c, err := New("slurmd", Options{File: p, Level: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,9 @@ type Route struct {
 	// NoReplyType: the sender expects no answer (reconfigure, shutdown,
 	// reboot, job notify), also when refused.
 	NoReplyType bool
+	// FromCtld marks the RPCs whose arrival slurmd records as its "last
+	// slurmctld msg time" (scontrol show slurmd).
+	FromCtld bool
 }
 
 // Registry maps message types to routes.
@@ -104,8 +107,8 @@ type Dispatcher struct {
 	fwd      Forwarder
 	settings atomic.Pointer[Settings]
 	log      hclog.Logger
-	// OnCtldMessage is called for every authenticated request from root or
-	// SlurmUser (REQUEST_DAEMON_STATUS reports the last one).
+	// OnCtldMessage is called for every served request of a FromCtld route
+	// (REQUEST_DAEMON_STATUS reports the last one).
 	OnCtldMessage func()
 }
 
@@ -194,7 +197,7 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 		}
 		return d.finish(ctx, h, pending, d.rcBody(slurmproto.ESlurmUserIDMissing), false, cred.UID, kind, peer)
 	}
-	if d.privileged(cred.UID) && d.OnCtldMessage != nil {
+	if route.FromCtld && d.OnCtldMessage != nil {
 		d.OnCtldMessage()
 	}
 	if log.IsTrace() {

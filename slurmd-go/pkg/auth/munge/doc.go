@@ -21,4 +21,9 @@
 // Every call uses a fresh munge context (contexts are not thread-safe), so
 // a Munge is safe for concurrent use. libmunge cannot be cancelled: see
 // Munge for how ctx and the bounded wait interact.
+//
+// Files: options.go (Options, Error, code table; pure Go), munge.go (the
+// cgo implementation), munge_nocgo.go (CGO_ENABLED=0: New fails with
+// auth.ErrUnavailable, so callers still compile). The munged tests and
+// benchmarks are cgo-only and start munged via scripts/ensure-munged.sh.
 package munge

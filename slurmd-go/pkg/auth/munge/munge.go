@@ -1,3 +1,5 @@
+//go:build cgo
+
 package munge
 
 /*
@@ -98,44 +100,6 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 )
 
-// DefaultSocket is munged's default socket (AuthInfo socket= overrides it).
-const DefaultSocket = "/run/munge/munge.socket.2"
-
-// Retry policy for EMUNGE_SOCKET, after Slurm's auth/munge (RETRY_COUNT 20,
-// RETRY_USEC 100000): a busy munged (default 2 threads) refuses
-// connections, and a short pause usually clears it.
-const (
-	socketRetries    = 20
-	socketRetryPause = 100 * time.Millisecond
-)
-
-// DefaultMaxInFlight bounds concurrent libmunge calls per Munge. Each call
-// holds an OS thread while it waits for munged, and munged itself serves
-// only a few threads, so queueing in Go (where ctx is honoured) is cheaper.
-const DefaultMaxInFlight = 64
-
-// Options configure a Munge. The zero value talks to the default socket.
-type Options struct {
-	// Socket is munged's unix socket (AuthInfo socket=); "" means
-	// DefaultSocket.
-	Socket string
-	// TTL is the credential lifetime in seconds set on Encode (AuthInfo
-	// ttl=); 0 means munged's default (300 s), -1 munged's maximum.
-	TTL int
-	// AllowReplay accepts a credential munged reports as replayed and
-	// returns it with Replayed=true. Debian builds Slurm with
-	// MULTIPLE_SLURMD, where several slurmds on one host share one munged
-	// and forwarded messages reuse the originator's credential, so the
-	// second node to decode it always sees EMUNGE_CRED_REPLAYED.
-	AllowReplay bool
-	// MaxInFlight bounds concurrent libmunge calls; 0 means
-	// DefaultMaxInFlight.
-	MaxInFlight int
-	// Logger gets the EMUNGE_SOCKET retries (debug) and give-ups (error);
-	// nil means none. Decode outcomes are the caller's to log.
-	Logger hclog.Logger
-}
-
 // Munge is an auth.Authenticator over libmunge. It is safe for concurrent
 // use: every call creates its own munge context (contexts are not
 // thread-safe) and holds no lock while munged works.
@@ -159,25 +123,36 @@ type Munge struct {
 
 var _ auth.Authenticator = (*Munge)(nil)
 
+// The plain munge_err_t numbers in options.go must be munge.h's: any
+// difference makes this sum of squares positive and the uint negative,
+// which does not compile.
+const _ uint = -((eSuccess-C.EMUNGE_SUCCESS)*(eSuccess-C.EMUNGE_SUCCESS) +
+	(eSnafu-C.EMUNGE_SNAFU)*(eSnafu-C.EMUNGE_SNAFU) +
+	(eBadArg-C.EMUNGE_BAD_ARG)*(eBadArg-C.EMUNGE_BAD_ARG) +
+	(eBadLength-C.EMUNGE_BAD_LENGTH)*(eBadLength-C.EMUNGE_BAD_LENGTH) +
+	(eOverflow-C.EMUNGE_OVERFLOW)*(eOverflow-C.EMUNGE_OVERFLOW) +
+	(eNoMemory-C.EMUNGE_NO_MEMORY)*(eNoMemory-C.EMUNGE_NO_MEMORY) +
+	(eSocket-C.EMUNGE_SOCKET)*(eSocket-C.EMUNGE_SOCKET) +
+	(eTimeout-C.EMUNGE_TIMEOUT)*(eTimeout-C.EMUNGE_TIMEOUT) +
+	(eBadCred-C.EMUNGE_BAD_CRED)*(eBadCred-C.EMUNGE_BAD_CRED) +
+	(eBadVersion-C.EMUNGE_BAD_VERSION)*(eBadVersion-C.EMUNGE_BAD_VERSION) +
+	(eBadCipher-C.EMUNGE_BAD_CIPHER)*(eBadCipher-C.EMUNGE_BAD_CIPHER) +
+	(eBadMAC-C.EMUNGE_BAD_MAC)*(eBadMAC-C.EMUNGE_BAD_MAC) +
+	(eBadZip-C.EMUNGE_BAD_ZIP)*(eBadZip-C.EMUNGE_BAD_ZIP) +
+	(eBadRealm-C.EMUNGE_BAD_REALM)*(eBadRealm-C.EMUNGE_BAD_REALM) +
+	(eCredInvalid-C.EMUNGE_CRED_INVALID)*(eCredInvalid-C.EMUNGE_CRED_INVALID) +
+	(eCredExpired-C.EMUNGE_CRED_EXPIRED)*(eCredExpired-C.EMUNGE_CRED_EXPIRED) +
+	(eCredRewound-C.EMUNGE_CRED_REWOUND)*(eCredRewound-C.EMUNGE_CRED_REWOUND) +
+	(eCredReplayed-C.EMUNGE_CRED_REPLAYED)*(eCredReplayed-C.EMUNGE_CRED_REPLAYED) +
+	(eCredUnauthorized-C.EMUNGE_CRED_UNAUTHORIZED)*(eCredUnauthorized-C.EMUNGE_CRED_UNAUTHORIZED))
+
 // New returns a Munge. It does not contact munged; see SelfCheck.
+// New returns a Munge. It does not contact munged; call SelfCheck at
+// daemon start for that.
 func New(o Options) (*Munge, error) {
-	if o.Socket == "" {
-		o.Socket = DefaultSocket
-	}
-	if strings.IndexByte(o.Socket, 0) >= 0 {
-		return nil, fmt.Errorf("munge: socket path %q contains NUL", o.Socket)
-	}
-	if o.TTL < -1 {
-		return nil, fmt.Errorf("munge: ttl %d: want -1 (maximum), 0 (default) or seconds", o.TTL)
-	}
-	if o.MaxInFlight < 0 {
-		return nil, fmt.Errorf("munge: max in flight %d < 0", o.MaxInFlight)
-	}
-	if o.MaxInFlight == 0 {
-		o.MaxInFlight = DefaultMaxInFlight
-	}
-	if o.Logger == nil {
-		o.Logger = hclog.NewNullLogger()
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
 	}
 	return &Munge{
 		socket:      append([]byte(o.Socket), 0),
@@ -191,83 +166,6 @@ func New(o Options) (*Munge, error) {
 
 // Socket returns the munged socket this Munge uses.
 func (m *Munge) Socket() string { return m.socketName }
-
-// Error is a failed libmunge call. It unwraps to the auth sentinel, so
-// callers test errors.Is(err, auth.ErrExpired) etc.; Code is munge_err_t
-// for logs and tests.
-type Error struct {
-	Op   string // "encode" or "decode"
-	Code int    // munge_err_t (EMUNGE_*)
-	Msg  string // munge_ctx_strerror, plus encode/decode times if known
-	Err  error  // auth sentinel
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("munge: %s: %s (%s)", e.Op, e.Msg, codeName(e.Code))
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// munge_err_t values (munge.h), spelled out so the table below reads well.
-const (
-	eSuccess          = int(C.EMUNGE_SUCCESS)
-	eSnafu            = int(C.EMUNGE_SNAFU)
-	eBadArg           = int(C.EMUNGE_BAD_ARG)
-	eBadLength        = int(C.EMUNGE_BAD_LENGTH)
-	eOverflow         = int(C.EMUNGE_OVERFLOW)
-	eNoMemory         = int(C.EMUNGE_NO_MEMORY)
-	eSocket           = int(C.EMUNGE_SOCKET)
-	eTimeout          = int(C.EMUNGE_TIMEOUT)
-	eBadCred          = int(C.EMUNGE_BAD_CRED)
-	eBadVersion       = int(C.EMUNGE_BAD_VERSION)
-	eBadCipher        = int(C.EMUNGE_BAD_CIPHER)
-	eBadMAC           = int(C.EMUNGE_BAD_MAC)
-	eBadZip           = int(C.EMUNGE_BAD_ZIP)
-	eBadRealm         = int(C.EMUNGE_BAD_REALM)
-	eCredInvalid      = int(C.EMUNGE_CRED_INVALID)
-	eCredExpired      = int(C.EMUNGE_CRED_EXPIRED)
-	eCredRewound      = int(C.EMUNGE_CRED_REWOUND)
-	eCredReplayed     = int(C.EMUNGE_CRED_REPLAYED)
-	eCredUnauthorized = int(C.EMUNGE_CRED_UNAUTHORIZED)
-)
-
-var codeNames = map[int]string{
-	eSuccess: "EMUNGE_SUCCESS", eSnafu: "EMUNGE_SNAFU", eBadArg: "EMUNGE_BAD_ARG",
-	eBadLength: "EMUNGE_BAD_LENGTH", eOverflow: "EMUNGE_OVERFLOW", eNoMemory: "EMUNGE_NO_MEMORY",
-	eSocket: "EMUNGE_SOCKET", eTimeout: "EMUNGE_TIMEOUT", eBadCred: "EMUNGE_BAD_CRED",
-	eBadVersion: "EMUNGE_BAD_VERSION", eBadCipher: "EMUNGE_BAD_CIPHER", eBadMAC: "EMUNGE_BAD_MAC",
-	eBadZip: "EMUNGE_BAD_ZIP", eBadRealm: "EMUNGE_BAD_REALM", eCredInvalid: "EMUNGE_CRED_INVALID",
-	eCredExpired: "EMUNGE_CRED_EXPIRED", eCredRewound: "EMUNGE_CRED_REWOUND",
-	eCredReplayed: "EMUNGE_CRED_REPLAYED", eCredUnauthorized: "EMUNGE_CRED_UNAUTHORIZED",
-}
-
-func codeName(code int) string {
-	if n, ok := codeNames[code]; ok {
-		return n
-	}
-	return fmt.Sprintf("munge error %d", code)
-}
-
-// sentinel maps munge_err_t to the auth sentinel.
-func sentinel(code int) error {
-	switch code {
-	case eCredExpired:
-		return auth.ErrExpired
-	case eCredRewound:
-		return auth.ErrRewound
-	case eCredReplayed:
-		return auth.ErrReplayed
-	case eCredUnauthorized:
-		return auth.ErrUIDRestricted
-	case eSocket, eTimeout, eSnafu, eNoMemory:
-		// munged unreachable, or failing on its side: not the peer's fault.
-		return auth.ErrUnavailable
-	default:
-		// EMUNGE_BAD_CRED/_VERSION/_CIPHER/_MAC/_ZIP/_REALM, _CRED_INVALID
-		// (bad MAC or key mismatch), _BAD_ARG/_BAD_LENGTH/_OVERFLOW.
-		return auth.ErrInvalid
-	}
-}
 
 type result struct {
 	code      int
@@ -332,6 +230,10 @@ func (m *Munge) call(ctx context.Context, op string, f func() result) (result, e
 		case r.code == eCredReplayed && op == "decode" && m.allowReplay:
 			return r, nil
 		case r.code == eSocket && attempt < socketRetries:
+			// As in Slurm, a Decode retried here is a new transaction for
+			// munged: if the lost one got as far as the replay cache, the
+			// retry reports EMUNGE_CRED_REPLAYED (libmunge's own retries
+			// are exempt, ours are not).
 			last = m.fail(op, r)
 			m.log.Debug("munged not answering, retrying", "op", op, "attempt", attempt+1, "error", r.msg)
 			t := time.NewTimer(socketRetryPause)

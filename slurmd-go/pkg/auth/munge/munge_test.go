@@ -1,3 +1,5 @@
+//go:build cgo
+
 package munge
 
 import (
@@ -421,10 +423,13 @@ func TestMunge_CLI(t *testing.T) {
 	})
 }
 
+// 200 goroutines encode+decode at once. The ctx has a deadline, so every
+// call takes the goroutine path that can abandon a libmunge call.
 func TestMunge_Concurrent(t *testing.T) {
 	t.Parallel()
 	m := newMunge(t, Options{})
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
 	for i := range 200 {
@@ -486,9 +491,6 @@ func TestMunge_MaxInFlight(t *testing.T) {
 // leak of any of them shows as RSS growth over many calls. The replayed
 // path is included: libmunge allocates the payload there too.
 func TestMunge_NoLeak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short") // the only skip: CI runs without -short
-	}
 	m := newMunge(t, Options{AllowReplay: true})
 	ctx := context.Background()
 	payload := bytes.Repeat([]byte{0xab}, 8192)
@@ -530,42 +532,4 @@ func rssKiB(t *testing.T) int64 {
 	}
 	t.Fatal("no VmRSS")
 	return 0
-}
-
-func TestSentinel_Mapping(t *testing.T) {
-	tests := []struct {
-		code int
-		want error
-	}{
-		{eCredExpired, auth.ErrExpired},
-		{eCredRewound, auth.ErrRewound},
-		{eCredReplayed, auth.ErrReplayed},
-		{eCredUnauthorized, auth.ErrUIDRestricted},
-		{eSocket, auth.ErrUnavailable},
-		{eTimeout, auth.ErrUnavailable},
-		{eSnafu, auth.ErrUnavailable},
-		{eNoMemory, auth.ErrUnavailable},
-		{eBadCred, auth.ErrInvalid},
-		{eBadVersion, auth.ErrInvalid},
-		{eBadCipher, auth.ErrInvalid},
-		{eBadMAC, auth.ErrInvalid},
-		{eBadZip, auth.ErrInvalid},
-		{eBadRealm, auth.ErrInvalid},
-		{eCredInvalid, auth.ErrInvalid},
-		{eBadArg, auth.ErrInvalid},
-		{eBadLength, auth.ErrInvalid},
-		{eOverflow, auth.ErrInvalid},
-		{99, auth.ErrInvalid},
-	}
-	for _, tc := range tests {
-		t.Run(codeName(tc.code), func(t *testing.T) {
-			err := error(&Error{Op: "decode", Code: tc.code, Msg: "m", Err: sentinel(tc.code)})
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("%v is not %v", err, tc.want)
-			}
-			if !strings.HasPrefix(err.Error(), "munge: decode: m (") {
-				t.Fatalf("Error() = %q", err.Error())
-			}
-		})
-	}
 }

@@ -80,7 +80,11 @@ int main(int argc, char **argv)
 	printf("ret2service %u\n", slurm_conf.ret2service);
 	printf("maxtasks %u\n", slurm_conf.max_tasks_per_node);
 	printf("slurmddebug %u\n", slurm_conf.slurmd_debug);
+	printf("prolog %s\n", s(slurm_conf.prolog));
+	printf("epilog %s\n", s(slurm_conf.epilog));
 
+	/* Expand every NodeName line now, as slurmd does; bad lines are fatal. */
+	(void) slurm_conf_get_port("");
 	n = slurm_conf_nodename_array(&nodes);
 	for (i = 0; i < n; i++) {
 		conf_node_t *c = nodes[i];
@@ -95,8 +99,9 @@ int main(int argc, char **argv)
 		while (hl && (alias = slurm_hostlist_shift(hl))) {
 			uint16_t cpus = 0, boards = 0, sockets = 0, cores = 0,
 				threads = 0;
-			char *addr = slurm_conf_get_nodeaddr(alias);
 			char *host = slurm_conf_get_hostname(alias);
+			/* looked up by host name, as slurmd does */
+			char *addr = host ? slurm_conf_get_nodeaddr(host) : NULL;
 
 			slurm_conf_get_cpus_bsct(alias, &cpus, &boards,
 						 &sockets, &cores, &threads);

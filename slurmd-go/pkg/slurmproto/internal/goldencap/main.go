@@ -37,8 +37,8 @@ var (
 
 type stream struct {
 	file, dir string
-	fd       int
-	data     []byte
+	fd        int
+	data      []byte
 }
 
 func main() {

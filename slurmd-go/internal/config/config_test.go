@@ -1,0 +1,83 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const testConf = `ClusterName=t
+SlurmctldHost=ctl(127.0.0.1)
+SlurmctldPort=7817
+SlurmdPort=7000
+SlurmUser=root
+SlurmdSpoolDir=/var/spool/tiee/%n
+SlurmdPidFile=/run/tiee/%n.pid
+SlurmdLogFile=/var/log/tiee/%n.log
+NodeName=n1 NodeAddr=127.0.0.1 Port=7001 CPUs=2
+NodeName=n2 NodeAddr=127.0.0.1 Port=7002 CPUs=2
+NodeName=solo NodeAddr=10.9.9.9 CPUs=2
+PartitionName=p Nodes=ALL Default=YES
+`
+
+func writeConf(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "slurm.conf")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoad_NodeResolution(t *testing.T) {
+	p := writeConf(t, testConf)
+	cases := []struct {
+		name     string
+		flags    Flags
+		port     uint16
+		multiple bool
+		spool    string
+	}{
+		{"per-node port and %n paths", Flags{ConfFile: p, NodeName: "n2"}, 7002, true, "/var/spool/tiee/n2"},
+		{"SlurmdPort default, own address", Flags{ConfFile: p, NodeName: "solo"}, 7000, false, "/var/spool/tiee/solo"},
+		{"dynamic node not in slurm.conf", Flags{ConfFile: p, NodeName: "dyn1", Dynamic: true, DynamicConf: "Feature=dyn Port=7009"}, 7009, false, "/var/spool/tiee/dyn1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(c.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Port != c.port || cfg.MultipleSlurmd != c.multiple || cfg.SpoolDir != c.spool {
+				t.Fatalf("port %d multiple %v spool %s", cfg.Port, cfg.MultipleSlurmd, cfg.SpoolDir)
+			}
+			if len(cfg.CtldHosts) != 1 || cfg.CtldHosts[0] != "127.0.0.1:7817" {
+				t.Fatalf("ctld hosts %v", cfg.CtldHosts)
+			}
+		})
+	}
+	cfg, _ := Load(Flags{ConfFile: p, NodeName: "n1", LogFile: "/tmp/x.log"})
+	if cfg.LogFile != "/tmp/x.log" {
+		t.Fatalf("-L did not win over SlurmdLogFile: %s", cfg.LogFile)
+	}
+	if a, ok := cfg.NodeAddr("n2"); !ok || a != "127.0.0.1:7002" {
+		t.Fatalf("NodeAddr(n2) = %s %v", a, ok)
+	}
+	if a, ok := cfg.NodeAddr("solo"); !ok || a != "10.9.9.9:7000" {
+		t.Fatalf("NodeAddr(solo) = %s %v", a, ok)
+	}
+}
+
+func TestLoad_Errors(t *testing.T) {
+	p := writeConf(t, testConf)
+	if _, err := Load(Flags{ConfFile: p, NodeName: "nope"}); !errors.Is(err, ErrNoNodeName) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	bad := writeConf(t, "ClusterName=t\nSlurmctldHost=c\nNodeName=n1 CPUs=two\n")
+	_, err := Load(Flags{ConfFile: bad, NodeName: "n1"})
+	if err == nil || !strings.Contains(err.Error(), bad+":3") {
+		t.Fatalf("broken line not reported with file and line: %v", err)
+	}
+}
