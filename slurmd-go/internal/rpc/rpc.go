@@ -158,6 +158,7 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	// body while we verify and serve our own copy.
 	var pending Pending
 	if h.Forward.Count > 0 {
+		log.Debug("forwarding request", "nodes", h.Forward.Nodes, "count", h.Forward.Count, "tree_width", h.Forward.TreeWidth)
 		pending = d.startForward(ctx, h, msg.AuthAndBody, orig)
 	}
 	if err != nil {
@@ -181,8 +182,14 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	req := &Request{Header: h, RawBody: msg.Body, UID: cred.UID, GID: cred.GID, Peer: peer, Orig: orig, Hash: kind}
 	route, ok := d.routes[h.MsgType]
 	if !ok {
-		log.Warn("unsupported request type", "uid", cred.UID, "type_num", uint16(h.MsgType))
-		return d.finish(ctx, h, pending, d.rcBody(slurmproto.EINVAL), false, cred.UID, kind, peer)
+		// As slurmd: a type Slurm cannot unpack is an incomplete packet;
+		// one it unpacks but does not serve is EINVAL.
+		rc := uint32(slurmproto.EINVAL)
+		if !h.MsgType.Known() {
+			rc = slurmproto.ESlurmProtocolIncompletePacket
+		}
+		log.Warn("unsupported request type", "uid", cred.UID, "type_num", uint16(h.MsgType), "rc", slurmproto.RCName(rc))
+		return d.finish(ctx, h, pending, d.rcBody(rc), false, cred.UID, kind, peer)
 	}
 	if slurmproto.HasBody(h.Version, h.MsgType) {
 		if req.Body, err = slurmproto.DecodeBody(h.Version, h.MsgType, msg.Body); err != nil {

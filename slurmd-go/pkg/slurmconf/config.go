@@ -203,6 +203,7 @@ type Config struct {
 
 	nodes      []*Node
 	nodeByName map[string]*Node
+	nodeByHost map[string]*Node // first node per NodeHostname
 	partitions []*Partition
 	downNodes  []DownNodes
 	nodeSets   []NodeSet
@@ -221,12 +222,8 @@ func (c *Config) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 // NodeByHost returns the node whose NodeHostname is host (first match, as
 // slurm_conf_get_nodename).
 func (c *Config) NodeByHost(host string) (*Node, bool) {
-	for _, n := range c.nodes {
-		if n.Hostname == host {
-			return n, true
-		}
-	}
-	return nil, false
+	n, ok := c.nodeByHost[host]
+	return n, ok
 }
 
 // Partitions returns the partitions in file order.

@@ -275,6 +275,7 @@ func atoiPort(s string) (uint16, bool) {
 func (b *builder) nodes() error {
 	c := b.c
 	c.nodeByName = map[string]*Node{}
+	c.nodeByHost = map[string]*Node{}
 	for i := range b.p.nodes {
 		s := &b.p.nodes[i]
 		bad := func(format string, args ...any) error {
@@ -354,6 +355,9 @@ func (b *builder) nodes() error {
 			np := &n
 			c.nodes = append(c.nodes, np)
 			c.nodeByName[name] = np
+			if _, seen := c.nodeByHost[np.Hostname]; !seen {
+				c.nodeByHost[np.Hostname] = np
+			}
 		}
 	}
 	return nil

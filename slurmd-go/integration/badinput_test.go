@@ -1,0 +1,268 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Bounds of the raw exchanges below.
+const (
+	rawReplyTimeout = 10 * time.Second
+	// A half-sent frame is dropped by the daemon after MessageTimeout.
+	slowClientBound = 15 * time.Second
+)
+
+// rawPeer speaks the wire protocol to one node daemon, as an attacker or a
+// broken client would, with real munge credentials.
+type rawPeer struct {
+	addr string
+	m    *munge.Munge
+}
+
+// frame builds a request with a credential over payload (nil: the right body hash).
+func (p rawPeer) frame(t *testing.T, version uint16, typ slurmproto.MsgType, body []byte, payload []byte) []byte {
+	t.Helper()
+	if payload == nil {
+		kind := auth.HashK12
+		if version < slurmproto.Version2205 {
+			kind = auth.HashNone
+		}
+		payload = auth.Payload(version, uint16(typ), body, kind)
+	}
+	cred, err := p.m.Encode(context.Background(), payload, auth.UIDAny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slurmproto.EncodeMessage(slurmproto.Header{Version: version, MsgType: typ},
+		slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, body)
+}
+
+// send writes raw bytes and returns the reply (nil when the daemon closed
+// the connection without one).
+func (p rawPeer) send(t *testing.T, raw []byte) *slurmproto.Message {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", p.addr, rawReplyTimeout)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(rawReplyTimeout))
+	if _, err := conn.Write(raw); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	f, err := slurmproto.ReadFrame(conn, 0)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return nil // closed without a reply (stock resets, slurmd-go closes)
+	}
+	if err != nil {
+		t.Fatalf("reading reply: %v", err)
+	}
+	m, err := slurmproto.DecodeMessage(f)
+	if err != nil {
+		t.Fatalf("reply does not decode: %v", err)
+	}
+	return m
+}
+
+func replyRC(t *testing.T, m *slurmproto.Message) uint32 {
+	t.Helper()
+	if m == nil {
+		t.Fatal("no reply: the daemon closed the connection")
+	}
+	if m.Header.MsgType != slurmproto.ResponseSlurmRC {
+		t.Fatalf("reply %s, want RESPONSE_SLURM_RC", m.Header.MsgType)
+	}
+	b, err := slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.(*slurmproto.ReturnCode).RC
+}
+
+// wantRC checks an error reply. Stock slurmd answers nothing once the
+// credential fails (its auth_uid is unset); slurmd-go answers the code.
+func wantRC(t *testing.T, c *cluster.Cluster, m *slurmproto.Message, rc uint32, stockSilent bool) {
+	t.Helper()
+	if stockSilent && c.Impl == "stock" {
+		if m != nil {
+			t.Logf("stock answered %s", m.Header.MsgType)
+		}
+		return
+	}
+	if got := replyRC(t, m); got != rc {
+		t.Fatalf("rc %s (%d), want %s (%d)", slurmproto.RCName(got), got, slurmproto.RCName(rc), rc)
+	}
+}
+
+func wantPing(t *testing.T, m *slurmproto.Message, version uint16) {
+	t.Helper()
+	if m == nil || m.Header.MsgType != slurmproto.ResponsePingSlurmd {
+		t.Fatalf("no RESPONSE_PING_SLURMD: %+v", m)
+	}
+	if m.Header.Version != version {
+		t.Fatalf("reply version 0x%04x, want the request's 0x%04x", m.Header.Version, version)
+	}
+}
+
+// TestBadInput_DaemonKeepsServing sends malformed, oversized, slow and
+// badly authenticated requests to one node daemon and shows it answers each
+// with Slurm's error code (or drops the connection where no reply can be
+// framed), logs the peer, and still answers a valid ping and stays IDLE.
+// One node alone on its address: no other node shares munged through it,
+// so a replayed credential is an attack, not forwarding.
+func TestBadInput_DaemonKeepsServing(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Nodes: 1})
+	m, err := munge.New(munge.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rawPeer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Nodes[0].Port)), m: m}
+	ping := func(v uint16) []byte { return p.frame(t, v, slurmproto.RequestPing, nil, nil) }
+
+	t.Run("garbage frame", func(t *testing.T) {
+		raw := []byte{0, 0, 0, 6, 0x26, 0x00, 0xde, 0xad, 0xbe, 0xef}
+		wantRC(t, c, p.send(t, raw), slurmproto.ESlurmProtocolIncompletePacket, true)
+	})
+	t.Run("unsupported protocol version", func(t *testing.T) {
+		f := ping(slurmproto.Version2205)
+		binary.BigEndian.PutUint16(f[4:], 0x1000)
+		wantRC(t, c, p.send(t, f), slurmproto.SlurmProtocolVersionError, true)
+	})
+	t.Run("oversized length header", func(t *testing.T) {
+		if m := p.send(t, []byte{0x7f, 0xff, 0xff, 0xff, 0x26, 0x00}); m != nil {
+			t.Fatalf("answered an oversized frame with %s", m.Header.MsgType)
+		}
+	})
+	t.Run("forged munge credential", func(t *testing.T) {
+		f := ping(slurmproto.Version2205)
+		msg, _ := slurmproto.DecodeMessage(f[4:])
+		bad := slurmproto.EncodeMessage(msg.Header, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: "MUNGE:AAAAAAAAAAAAAAAA:"}, msg.Body)
+		wantRC(t, c, p.send(t, bad), slurmproto.SlurmProtocolAuthenticationError, true)
+	})
+	t.Run("replayed credential", func(t *testing.T) {
+		f := ping(slurmproto.Version2205)
+		wantPing(t, p.send(t, f), slurmproto.Version2205)
+		// Debian's stock slurmd is built with MULTIPLE_SLURMD and accepts replays.
+		second := p.send(t, f)
+		if c.Impl == "stock" {
+			return
+		}
+		wantRC(t, c, second, slurmproto.SlurmProtocolAuthenticationError, false)
+	})
+	t.Run("body hash mismatch", func(t *testing.T) {
+		body, _ := slurmproto.EncodeBody(slurmproto.Version2205, slurmproto.ShutdownRequest{Options: 0})
+		other := auth.Payload(slurmproto.Version2205, uint16(slurmproto.RequestShutdown), []byte{0, 1}, auth.HashK12)
+		wantRC(t, c, p.send(t, p.frame(t, slurmproto.Version2205, slurmproto.RequestShutdown, body, other)), slurmproto.ESlurmProtocolIncompletePacket, false)
+	})
+	t.Run("unknown message type", func(t *testing.T) {
+		wantRC(t, c, p.send(t, p.frame(t, slurmproto.Version2205, slurmproto.MsgType(65000), nil, nil)), slurmproto.ESlurmProtocolIncompletePacket, false)
+	})
+	t.Run("ping from an ordinary user", func(t *testing.T) {
+		c.Run(t, "", "true") // makes sure tieeuser exists
+		payload := auth.Payload(slurmproto.Version2205, uint16(slurmproto.RequestPing), nil, auth.HashK12)
+		cmd := exec.Command("setpriv", "--reuid=tieeuser", "--regid=tieeuser", "--init-groups", "munge", "--input=-")
+		cmd.Stdin = strings.NewReader(string(payload))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("munge as tieeuser: %v", err)
+		}
+		f := slurmproto.EncodeMessage(slurmproto.Header{Version: slurmproto.Version2205, MsgType: slurmproto.RequestPing},
+			slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: strings.TrimSpace(string(out))}, nil)
+		wantRC(t, c, p.send(t, f), slurmproto.ESlurmUserIDMissing, false)
+	})
+	t.Run("slow client is dropped", func(t *testing.T) {
+		conn, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start := time.Now()
+		_, _ = conn.Write([]byte{0, 0, 0, 100, 0x26, 0x00})
+		_ = conn.SetReadDeadline(time.Now().Add(slowClientBound))
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("half-sent frame: %v after %s, want the daemon to close it", err, time.Since(start))
+		}
+	})
+	t.Run("still serves a valid ping, 22.05 and 20.11 headers", func(t *testing.T) {
+		wantPing(t, p.send(t, ping(slurmproto.Version2205)), slurmproto.Version2205)
+		wantPing(t, p.send(t, ping(slurmproto.Version2011)), slurmproto.Version2011)
+		c.WaitNodes(t, "idle", c.NodeNames(), nodeBackIdleTimeout)
+		if !c.NodeRunning(c.Nodes[0].Name) {
+			t.Fatal("node daemon died")
+		}
+	})
+	if c.Impl == "go" {
+		t.Run("log names cause and peer", func(t *testing.T) {
+			log := readFile(t, c.NodeLog(c.Nodes[0].Name))
+			for _, want := range []string{"authentication failed", "message hash check failed", "malformed request", "peer=127.0.0.1:"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("node log lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+// TestForwarding_TreeWidth: with TreeWidth=2 slurmctld hands one node a
+// forward list and that node relays to the others; every node stays up,
+// which slurmctld only allows when the relayed replies come back.
+func TestForwarding_TreeWidth(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{ExtraConf: []string{"SlurmdDebug=debug3"}})
+	marker := map[string]string{"go": "forwarding request", "stock": "forward: send to"}[c.Impl]
+	c.WaitFor(t, "a node to relay a forwarded message", 3*c.PingInterval+c.MessageTimeout+10*time.Second, func() (bool, string) {
+		for _, n := range c.NodeNames() {
+			if strings.Contains(readFileQuiet(c.NodeLog(n)), marker) {
+				return true, ""
+			}
+		}
+		return false, "no node log has " + strconv.Quote(marker)
+	})
+	// Hold: two more ping rounds with forwarding, nobody NOT_RESPONDING.
+	deadline := time.Now().Add(2*c.PingInterval + 2*time.Second)
+	for time.Now().Before(deadline) {
+		st, err := c.NodeStates(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, s := range st {
+			if s != "idle" {
+				t.Fatalf("node %s is %s while forwarding", n, s)
+			}
+		}
+		time.Sleep(statePollInterval)
+	}
+	if strings.Contains(readFileQuiet(c.CtldLog()), "failed to forward") {
+		t.Fatal("slurmctld logged a forwarding failure")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func readFileQuiet(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
