@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +22,24 @@ type node struct {
 	srv  rpcserver.Listener
 }
 
-func startNodes(t *testing.T, a auth.Authenticator, names []string, addrs map[string]string) {
+// addrBook is slurm.conf's node addresses; the race detector does not see
+// the network as an ordering, so it is locked.
+type addrBook struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (b *addrBook) set(n, a string) { b.mu.Lock(); b.m[n] = a; b.mu.Unlock() }
+func (b *addrBook) get(n string) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a, ok := b.m[n]
+	return a, ok
+}
+
+func startNodes(t *testing.T, a auth.Authenticator, names []string, addrs *addrBook) {
 	t.Helper()
-	resolve := func(n string) (string, bool) { a, ok := addrs[n]; return a, ok }
+	resolve := addrs.get
 	for _, name := range names {
 		name := name
 		routes := rpc.Registry{slurmproto.RequestPing: {Privileged: true, Handle: func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
@@ -40,18 +56,18 @@ func startNodes(t *testing.T, a auth.Authenticator, names []string, addrs map[st
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-		addrs[name] = srv.Addr().String()
+		addrs.set(name, srv.Addr().String())
 	}
 }
 
 func TestForward_TreeCollectsEveryNode(t *testing.T) {
 	a := authtest.New(0, 0)
-	addrs := map[string]string{}
+	addrs := &addrBook{m: map[string]string{}}
 	names := []string{"n1", "n2", "n3", "n4", "n5"}
 	startNodes(t, a, names, addrs)
 	// n6 is in slurm.conf but nothing listens there.
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addrs["n6"] = l.Addr().String()
+	addrs.set("n6", l.Addr().String())
 	l.Close()
 
 	body, _ := slurmproto.EncodeBody(slurmproto.Version2205, &slurmproto.EmptyBody{Type: slurmproto.RequestPing})
@@ -61,7 +77,8 @@ func TestForward_TreeCollectsEveryNode(t *testing.T) {
 		Forward: slurmproto.Forward{Count: 5, Nodes: "n[2-6]", TimeoutMS: 2000, TreeWidth: 2},
 	}
 	frame := slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, body)
-	conn, err := net.Dial("tcp", addrs["n1"])
+	n1, _ := addrs.get("n1")
+	conn, err := net.Dial("tcp", n1)
 	if err != nil {
 		t.Fatal(err)
 	}
