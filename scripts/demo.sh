@@ -25,8 +25,8 @@ stop >/dev/null 2>&1 || true
 rm -rf "$dir"; mkdir -p "$dir/state"
 "$root/scripts/ensure-munged.sh"
 
-# The nodes describe this machine, as `slurmd -C` sees it.
-hw=$(/usr/sbin/slurmd -C | head -1 | cut -d' ' -f2-)
+# The nodes describe this machine, as `slurmd-go -C` (same output as `slurmd -C`) sees it.
+hw=$("$root/bin/slurmd-go" -C | head -1 | cut -d' ' -f2-)
 {
   echo "ClusterName=tieedemo"
   echo "SlurmctldHost=localhost(127.0.0.1)"

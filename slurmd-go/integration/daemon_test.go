@@ -145,3 +145,45 @@ func TestDaemon_IdleConnectionsDoNotBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemon_PrintConfig: `-C` prints the same hardware line as the stock
+// slurmd (UpTime may tick between the two runs).
+func TestDaemon_PrintConfig(t *testing.T) {
+	bin := os.Getenv("TIEE_SLURMD_BIN")
+	if bin == "" {
+		bin = filepath.Join(repoRoot(t), "bin", "slurmd-go")
+	}
+	ours, err := exec.Command(bin, "-C").Output()
+	if err != nil {
+		t.Fatalf("%s -C: %v", bin, err)
+	}
+	stock, err := exec.Command("/usr/sbin/slurmd", "-C").Output()
+	if err != nil {
+		t.Fatalf("slurmd -C: %v", err)
+	}
+	first := func(b []byte) string { return strings.SplitN(string(b), "\n", 2)[0] }
+	if first(ours) != first(stock) {
+		t.Fatalf("-C differs:\n ours:  %s\n stock: %s", first(ours), first(stock))
+	}
+	if !strings.HasPrefix(strings.SplitN(string(ours), "\n", 3)[1], "UpTime=") {
+		t.Fatalf("no UpTime line: %q", ours)
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
