@@ -20,7 +20,7 @@ var _ handlers.Node = (*Daemon)(nil)
 
 // Load implements handlers.Node.
 func (d *Daemon) Load() (uint32, uint64) {
-	l, err := hostinfo.Probe(d.config().Conf.TmpFS)
+	l, err := hostinfo.ProbeLoad()
 	if err != nil {
 		d.log.Warn("cannot read load", "error", err)
 	}
@@ -190,8 +190,8 @@ func (d *Daemon) register(ctx context.Context) error {
 func (d *Daemon) registrationMsg() *slurmproto.NodeRegistrationStatus {
 	cfg := d.config()
 	hw := d.hardware()
-	rep := hostinfo.Reported(hw, cfg.Node, cfg.Conf.ConfigOverrides)
-	load, _ := hostinfo.Probe(cfg.Conf.TmpFS)
+	rep := hostinfo.ReportedFor(hw, cfg.Node, cfg.Conf)
+	load, _ := hostinfo.ProbeLoad()
 	now := time.Now()
 	start := now
 	if t := d.firstReg.Load(); t != 0 {

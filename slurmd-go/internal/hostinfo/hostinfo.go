@@ -69,3 +69,10 @@ func ProbeRoot(root, tmpFS string) (Info, error) {
 	info.Hostname, _, _ = strings.Cut(hn, ".")
 	return info, nil
 }
+
+// Load is the part of Info that changes between pings.
+type Load struct {
+	CPULoad uint32 // 5-minute load average * 100
+	FreeMem uint64 // MiB
+	UpTime  uint32 // seconds since the host booted
+}

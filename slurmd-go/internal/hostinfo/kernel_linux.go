@@ -55,3 +55,17 @@ func probeKernel(info *Info, tmpFS string) error {
 	info.OS = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 	return nil
 }
+
+// ProbeLoad reads only what changes between pings (load, free memory,
+// uptime): one sysinfo call, no sysfs walk.
+func ProbeLoad() (Load, error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return Load{}, fmt.Errorf("%w: sysinfo: %w", ErrProbe, err)
+	}
+	unit := uint64(si.Unit)
+	if unit == 0 {
+		unit = 1
+	}
+	return Load{CPULoad: cpuLoad(uint64(si.Loads[1])), FreeMem: uint64(si.Freeram) * unit / mib, UpTime: uint32(si.Uptime)}, nil
+}

@@ -104,6 +104,11 @@ func prefixCmp(a, b *hostRange) int {
 	if c := natCmp(a.prefix, b.prefix); c != 0 {
 		return c
 	}
+	// strnatcmp calls "a b" and "ab" (or a NUL and the end) equal; such
+	// names cannot come out of an expression, keep them apart anyway.
+	if c := strings.Compare(a.prefix, b.prefix); c != 0 {
+		return c
+	}
 	return b2i(b.single) - b2i(a.single)
 }
 

@@ -18,7 +18,7 @@ const (
 	DefaultKillWait            = 30 * time.Second
 	DefaultTCPTimeout          = 2 * time.Second
 	DefaultUnkillableTimeout   = 60 * time.Second
-	DefaultPrologEpilogTimeout = Infinite16 // seconds; 65535 = none
+	DefaultPrologEpilogTimeout = NoVal16 // "wait forever"
 	DefaultTreeWidth           = 50
 	DefaultAuthType            = "auth/munge"
 	DefaultCredType            = "cred/munge"
@@ -152,7 +152,7 @@ type Config struct {
 	KillWait              time.Duration
 	UnkillableStepTimeout time.Duration
 	UnkillableStepProgram string
-	PrologEpilogTimeout   uint16 // seconds; Infinite16 = no limit
+	PrologEpilogTimeout   uint16 // seconds; NoVal16 (the default) = wait forever
 	TreeWidth             uint16
 
 	AuthType                       string
@@ -188,7 +188,7 @@ type Config struct {
 	LaunchParameters              string
 	MpiDefault                    string
 	GresTypes                     []string
-	PlugStackConfig               string
+	PlugStackConfig               string // effective path: plugstack.conf next to slurm.conf by default
 	ReturnToService               uint16
 	MaxTasksPerNode               uint16
 	JobFileAppend                 bool
@@ -197,8 +197,10 @@ type Config struct {
 	UsePAM                        bool
 	DebugFlags                    string
 
-	// Raw holds every top-level key given in the files (lower-cased key,
-	// last value wins), including those typed above.
+	// Raw holds every top-level key=value given in the files (lower-cased
+	// key, last value wins), typed above or not; NodeName, PartitionName,
+	// DownNodes, NodeSet, FrontendName and SlurmctldHost lines are not in
+	// it. Read-only.
 	Raw map[string]string
 
 	nodes      []*Node

@@ -11,6 +11,7 @@ const (
 	Infinite16 = math.MaxUint16
 	Infinite32 = math.MaxUint32
 	Infinite64 = math.MaxUint64
+	NoVal16    = 0xfffe // Slurm's NO_VAL16, "not set"
 )
 
 // strtoul mimics C strtoull(s, &end, 0): leading blanks, an optional sign,
