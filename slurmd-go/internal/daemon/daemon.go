@@ -195,7 +195,7 @@ func (d *Daemon) run(parent context.Context) error {
 		return ctld.Config{Hosts: c.CtldHosts, MessageTimeout: c.MessageTimeout(), HashPolicy: c.HashPolicy()}
 	}, d.log)
 
-	srv, err := rpcserver.New(rpcserver.Config{
+	srv, err := newServer(rpcserver.Config{
 		Addr:        "tcp://" + cfg.ListenAddr,
 		ConnTimeout: cfg.MessageTimeout(),
 		Logger:      d.log,
@@ -251,6 +251,22 @@ loop:
 	}
 	d.log.Info("slurmd-go shutdown completing")
 	return nil
+}
+
+// ServerEnv selects the RPC server: "gnet" (default, event loops) or "net"
+// (a goroutine per connection). Only the bench sets it, to show what the
+// event loop buys with everything else equal.
+const ServerEnv = "TIEE_RPC_SERVER"
+
+func newServer(c rpcserver.Config, d rpcserver.Dispatcher) (rpcserver.Listener, error) {
+	switch os.Getenv(ServerEnv) {
+	case "", "gnet":
+		return rpcserver.New(c, d)
+	case "net":
+		return rpcserver.NewNetServer(c, d)
+	default:
+		return nil, fmt.Errorf("daemon: %s=%q: want gnet or net", ServerEnv, os.Getenv(ServerEnv))
+	}
 }
 
 // adoptConfig makes cfg the running configuration. A dynamic node (-Z)
