@@ -187,4 +187,16 @@ func dump(file string) {
 		return
 	}
 	fmt.Printf("  body: %+v\n", body)
+	var cred *slurmproto.Cred
+	switch b := body.(type) {
+	case *slurmproto.BatchJobLaunch:
+		cred = b.Cred
+	case *slurmproto.KillJob:
+		cred = b.Cred
+	case *slurmproto.LaunchProlog:
+		cred = b.Cred
+	}
+	if cred != nil {
+		fmt.Printf("  cred: %+v\n", *cred)
+	}
 }

@@ -1,0 +1,690 @@
+package slurmproto
+
+import (
+	"fmt"
+	"time"
+)
+
+// Batch-job and job-control bodies (reference §2B, §2C, §2D). Layouts from
+// src/common/slurm_protocol_pack.c of Slurm 22.05.8. Bodies that carry a
+// job credential (BatchJobLaunch, LaunchProlog, KillJob at 22.05) are
+// registered for 0x2600..0x26ff only; to add 23.02, narrow them and
+// register the new layout (see doc.go).
+
+// Flags of REQUEST_SIGNAL_TASKS (slurm.h KILL_*).
+const (
+	KillJobBatch   uint16 = 0x0001 // signal the batch shell only
+	KillJobArray   uint16 = 0x0002
+	KillStepsOnly  uint16 = 0x0004 // all steps but not the batch script
+	KillFullJob    uint16 = 0x0008 // all steps including the batch script
+	KillFedRequeue uint16 = 0x0010
+	KillHurry      uint16 = 0x0020
+	KillOOM        uint16 = 0x0040
+	KillNoSibs     uint16 = 0x0080
+	KillJobResv    uint16 = 0x0100
+)
+
+// Dummy signal numbers (slurm_protocol_defs.h SIG_*), used in signal
+// requests and as job_rc.
+const (
+	SigOOM       uint16 = 253
+	SigTermKill  uint16 = 991
+	SigUME       uint16 = 992
+	SigRequeued  uint16 = 993
+	SigPreempted uint16 = 994
+	SigDebugWake uint16 = 995
+	SigTimeLimit uint16 = 996
+	SigAbort     uint16 = 997
+	SigNodeFail  uint16 = 998
+	SigFailure   uint16 = 999
+)
+
+// SuspendInt.Op values (slurm.h enum suspend_opts).
+const (
+	SuspendJob uint16 = 0 // SUSPEND_JOB
+	ResumeJob  uint16 = 1 // RESUME_JOB
+)
+
+// BatchJobLaunch.OpenMode values (slurm.h OPEN_MODE_*); 0 means the
+// JobFileAppend default.
+const (
+	OpenModeAppend   uint8 = 1
+	OpenModeTruncate uint8 = 2
+)
+
+// MemPerCPU is the bit of BatchJobLaunch.PnMinMemory that marks a per-CPU
+// (not per-node) memory request (MEM_PER_CPU).
+const MemPerCPU uint64 = 0x8000000000000000
+
+// BatchJobLaunch is REQUEST_BATCH_JOB_LAUNCH (ctld → batch host). Fields in
+// wire order. Argv and Environment are each preceded on the wire by a
+// separate u32 count (argc, envc) that must equal the array's own count.
+type BatchJobLaunch struct {
+	JobID       uint32
+	HetJobID    uint32 // 0 unless a het job
+	UID         uint32
+	GID         uint32
+	UserName    string   // NULL from ctld; slurmd takes it from the cred
+	Gids        []uint32 // empty from ctld; slurmd takes them from the cred
+	Partition   string
+	NTasks      uint32
+	PnMinMemory uint64 // MiB; MemPerCPU bit set for --mem-per-cpu
+	OpenMode    uint8  // 0, OpenModeAppend or OpenModeTruncate
+	Overcommit  uint8
+	ArrayJobID  uint32 // 0 unless an array job
+	ArrayTaskID uint32 // NoVal unless an array job
+	AcctgFreq   string
+	Container   string
+	CPUBindType uint16
+	CPUsPerTask uint16
+	RestartCnt  uint16
+	JobCoreSpec uint16
+	// CPUsPerNode and CPUCountReps have equal length (num_cpu_groups).
+	CPUsPerNode  []uint16
+	CPUCountReps []uint32
+	AliasList    string
+	CPUBind      string
+	Nodes        string
+	Script       string
+	WorkDir      string
+	StdErr       string
+	StdIn        string
+	StdOut       string
+	Argv         []string
+	SpankJobEnv  []string
+	Environment  []string
+	JobMem       uint64
+	// CredVersion is the layout of Cred; 0 encodes as the message version.
+	CredVersion    uint16
+	Cred           *Cred
+	SelectPluginID uint32 // select_jobinfo: plugin id, no payload (SelectPluginConsTres, ...)
+	Account        string
+	QOS            string
+	ResvName       string
+	Profile        uint32
+	TresBind       string
+	TresFreq       string
+}
+
+// MsgType implements Body.
+func (BatchJobLaunch) MsgType() MsgType { return RequestBatchJobLaunch }
+
+func encBatchLaunch(p *Packer, v uint16, m *BatchJobLaunch) error {
+	if len(m.CPUsPerNode) != len(m.CPUCountReps) {
+		return fmt.Errorf("%w: %d cpus_per_node but %d cpu_count_reps", ErrMalformed, len(m.CPUsPerNode), len(m.CPUCountReps))
+	}
+	p.U32(m.JobID)
+	p.U32(m.HetJobID)
+	p.U32(m.UID)
+	p.U32(m.GID)
+	p.Str(m.UserName)
+	p.U32Array(m.Gids)
+	p.Str(m.Partition)
+	p.U32(m.NTasks)
+	p.U64(m.PnMinMemory)
+	p.U8(m.OpenMode)
+	p.U8(m.Overcommit)
+	p.U32(m.ArrayJobID)
+	p.U32(m.ArrayTaskID)
+	p.Str(m.AcctgFreq)
+	p.Str(m.Container)
+	p.U16(m.CPUBindType)
+	p.U16(m.CPUsPerTask)
+	p.U16(m.RestartCnt)
+	p.U16(m.JobCoreSpec)
+	p.U32(uint32(len(m.CPUsPerNode)))
+	if len(m.CPUsPerNode) > 0 {
+		p.U16Array(m.CPUsPerNode)
+		p.U32Array(m.CPUCountReps)
+	}
+	p.Str(m.AliasList)
+	p.Str(m.CPUBind)
+	p.Str(m.Nodes)
+	p.Str(m.Script)
+	p.Str(m.WorkDir)
+	p.Str(m.StdErr)
+	p.Str(m.StdIn)
+	p.Str(m.StdOut)
+	p.U32(uint32(len(m.Argv)))
+	p.StrArray(m.Argv)
+	p.StrArray(m.SpankJobEnv)
+	p.U32(uint32(len(m.Environment)))
+	p.StrArray(m.Environment)
+	p.U64(m.JobMem)
+	cv := m.CredVersion
+	if cv == 0 {
+		cv = v
+	}
+	p.U16(cv)
+	if err := PackCred(p, cv, m.Cred); err != nil {
+		return err
+	}
+	p.U32(m.SelectPluginID)
+	p.Str(m.Account)
+	p.Str(m.QOS)
+	p.Str(m.ResvName)
+	p.U32(m.Profile)
+	p.Str(m.TresBind)
+	p.Str(m.TresFreq)
+	return nil
+}
+
+func decBatchLaunch(u *Unpacker, _ uint16, _ MsgType, m *BatchJobLaunch) error {
+	m.JobID, _ = u.U32()
+	m.HetJobID, _ = u.U32()
+	m.UID, _ = u.U32()
+	m.GID, _ = u.U32()
+	m.UserName, _ = u.Str()
+	m.Gids, _ = u.U32Array()
+	m.Partition, _ = u.Str()
+	m.NTasks, _ = u.U32()
+	m.PnMinMemory, _ = u.U64()
+	m.OpenMode, _ = u.U8()
+	m.Overcommit, _ = u.U8()
+	m.ArrayJobID, _ = u.U32()
+	m.ArrayTaskID, _ = u.U32()
+	m.AcctgFreq, _ = u.Str()
+	m.Container, _ = u.Str()
+	m.CPUBindType, _ = u.U16()
+	m.CPUsPerTask, _ = u.U16()
+	m.RestartCnt, _ = u.U16()
+	m.JobCoreSpec, _ = u.U16()
+	groups, err := u.U32()
+	if err != nil {
+		return err
+	}
+	if groups > 0 {
+		m.CPUsPerNode, _ = u.U16Array()
+		m.CPUCountReps, _ = u.U32Array()
+		if err := checkLens(u, "num_cpu_groups", int(groups), len(m.CPUsPerNode), len(m.CPUCountReps)); err != nil {
+			return err
+		}
+	}
+	m.AliasList, _ = u.Str()
+	m.CPUBind, _ = u.Str()
+	m.Nodes, _ = u.Str()
+	m.Script, _ = u.Str()
+	m.WorkDir, _ = u.Str()
+	m.StdErr, _ = u.Str()
+	m.StdIn, _ = u.Str()
+	m.StdOut, _ = u.Str()
+	m.Argv, _ = countedStrArray(u, "argc")
+	m.SpankJobEnv, _ = u.StrArray()
+	m.Environment, _ = countedStrArray(u, "envc")
+	m.JobMem, _ = u.U64()
+	m.CredVersion, err = u.U16()
+	if err != nil {
+		return err
+	}
+	if m.Cred, err = DecodeCred(u, m.CredVersion); err != nil {
+		return err
+	}
+	m.SelectPluginID, _ = u.U32()
+	m.Account, _ = u.Str()
+	m.QOS, _ = u.Str()
+	m.ResvName, _ = u.Str()
+	m.Profile, _ = u.U32()
+	m.TresBind, _ = u.Str()
+	m.TresFreq, _ = u.Str()
+	return nil
+}
+
+// countedStrArray reads the "u32 n; strarr (u32 n, n × str)" pairs of the
+// batch launch (argc/argv, envc/environment). C keeps the second count;
+// the two differ only in forged input, which is rejected.
+func countedStrArray(u *Unpacker, what string) ([]string, error) {
+	n, err := u.U32()
+	if err != nil {
+		return nil, err
+	}
+	a, err := u.StrArray()
+	if err != nil {
+		return nil, err
+	}
+	if uint32(len(a)) != n {
+		return nil, u.Fail(fmt.Errorf("%w: %s %d but array of %d", ErrMalformed, what, n, len(a)))
+	}
+	return a, nil
+}
+
+// KillJob is kill_job_msg_t: REQUEST_TERMINATE_JOB, REQUEST_KILL_TIMELIMIT,
+// REQUEST_KILL_PREEMPTED and REQUEST_ABORT_JOB (ctld → slurmd).
+//
+// Layouts: 22.05 is the full field list; 21.08 starts at GresJobAlloc
+// (no cred, details, derived_ec or exit_code; ExitCode decodes as Infinite
+// as in C); 20.11 also lacks WorkDir.
+type KillJob struct {
+	// Type selects the message type; zero means REQUEST_TERMINATE_JOB.
+	Type MsgType
+	// HasCred is the u8 before the credential. Decoding sets it with Cred;
+	// encoding packs Cred when it is non-nil, and HasCred without a Cred
+	// is an error.
+	HasCred   bool
+	Cred      *Cred // unsigned (empty Signature), step id NoVal; no step hostlist, step bitmap or memory
+	Details   string
+	DerivedEC uint32
+	ExitCode  uint32 // raw wait status of the batch script
+	// GresJobAlloc is the raw gres_job_alloc_pack list (u16 rec_cnt +
+	// records; {0, 0} without GRES, and nil packs as that).
+	GresJobAlloc   []byte
+	StepID         StepID // step NoVal: the whole job
+	HetJobID       uint32
+	JobState       uint32 // enum job_states plus flags
+	JobUID         uint32
+	JobGID         uint32
+	Nodes          string
+	SelectPluginID uint32
+	SpankJobEnv    []string
+	StartTime      time.Time
+	Time           time.Time // when ctld issued the request
+	WorkDir        string
+}
+
+// MsgType implements Body.
+func (b KillJob) MsgType() MsgType {
+	if b.Type == 0 {
+		return RequestTerminateJob
+	}
+	return b.Type
+}
+
+func encKillJob(p *Packer, v uint16, m *KillJob) error {
+	if v >= Version2205 {
+		switch {
+		case m.Cred != nil:
+			p.U8(1)
+			if err := PackCred(p, v, m.Cred); err != nil {
+				return err
+			}
+		case m.HasCred:
+			return fmt.Errorf("%w: kill_job HasCred without a Cred", ErrMalformed)
+		default:
+			p.U8(0)
+		}
+		p.Str(m.Details)
+		p.U32(m.DerivedEC)
+		p.U32(m.ExitCode)
+	}
+	if err := packGres(p, "gres job alloc", m.GresJobAlloc, skipGresJobAllocRec); err != nil {
+		return err
+	}
+	p.StepID(m.StepID)
+	p.U32(m.HetJobID)
+	p.U32(m.JobState)
+	p.U32(m.JobUID)
+	p.U32(m.JobGID)
+	p.Str(m.Nodes)
+	p.U32(m.SelectPluginID)
+	p.StrArray(m.SpankJobEnv)
+	p.Time(m.StartTime)
+	p.Time(m.Time)
+	if v >= Version2108 {
+		p.Str(m.WorkDir)
+	}
+	return nil
+}
+
+func decKillJob(u *Unpacker, v uint16, t MsgType, m *KillJob) error {
+	m.Type = t
+	if v >= Version2205 {
+		has, err := u.U8()
+		if err != nil {
+			return err
+		}
+		if has != 0 {
+			m.HasCred = true
+			if m.Cred, err = DecodeCred(u, v); err != nil {
+				return err
+			}
+		}
+		m.Details, _ = u.Str()
+		m.DerivedEC, _ = u.U32()
+		m.ExitCode, _ = u.U32()
+	} else {
+		m.ExitCode = Infinite
+	}
+	m.GresJobAlloc, _ = rawGres(u, skipGresJobAllocRec)
+	m.StepID, _ = u.StepID()
+	m.HetJobID, _ = u.U32()
+	m.JobState, _ = u.U32()
+	m.JobUID, _ = u.U32()
+	m.JobGID, _ = u.U32()
+	m.Nodes, _ = u.Str()
+	m.SelectPluginID, _ = u.U32()
+	m.SpankJobEnv, _ = u.StrArray()
+	m.StartTime, _ = u.Time()
+	m.Time, _ = u.Time()
+	if v >= Version2108 {
+		m.WorkDir, _ = u.Str()
+	}
+	return nil
+}
+
+// SignalTasks is signal_tasks_msg_t: REQUEST_SIGNAL_TASKS or
+// REQUEST_TERMINATE_TASKS. For job-wide signals ctld puts a dummy step id
+// (MaxStepCount+1, 40001 by default) and flags such as KillFullJob.
+type SignalTasks struct {
+	// Type selects the message type; zero means REQUEST_SIGNAL_TASKS.
+	Type   MsgType
+	StepID StepID
+	Flags  uint16 // Kill* flags
+	Signal uint16
+}
+
+// MsgType implements Body.
+func (b SignalTasks) MsgType() MsgType {
+	if b.Type == 0 {
+		return RequestSignalTasks
+	}
+	return b.Type
+}
+
+// JobNotify is REQUEST_JOB_NOTIFY (scontrol notify): the batch stepd writes
+// Message to the job's stderr. ctld sends it without waiting for a reply.
+type JobNotify struct {
+	StepID  StepID
+	Message string
+}
+
+// MsgType implements Body.
+func (JobNotify) MsgType() MsgType { return RequestJobNotify }
+
+// LaunchProlog is REQUEST_LAUNCH_PROLOG (ctld → every node of a job with
+// PrologFlags=Alloc/Contain/X11). 22.05 layout.
+type LaunchProlog struct {
+	// GresJobAlloc is the raw gres_job_alloc_pack list ({0, 0} without GRES).
+	GresJobAlloc   []byte
+	JobID          uint32
+	HetJobID       uint32
+	UID            uint32
+	GID            uint32
+	AliasList      string
+	Nodes          string
+	StdErr         string
+	StdOut         string
+	WorkDir        string
+	X11            uint16
+	X11AllocHost   string
+	X11AllocPort   uint16
+	X11MagicCookie string
+	X11Target      string
+	X11TargetPort  uint16
+	SpankJobEnv    []string
+	Cred           *Cred // unsigned, step id StepIDExtern; no cred_version: packed at the message version
+	UserName       string
+}
+
+// MsgType implements Body.
+func (LaunchProlog) MsgType() MsgType { return RequestLaunchProlog }
+
+// CompleteProlog is REQUEST_COMPLETE_PROLOG (slurmd → ctld after the
+// prolog). NodeName is not on the wire before 22.05.
+type CompleteProlog struct {
+	JobID    uint32
+	NodeName string
+	PrologRC uint32
+}
+
+// MsgType implements Body.
+func (CompleteProlog) MsgType() MsgType { return RequestCompleteProlog }
+
+// CompleteBatchScript is REQUEST_COMPLETE_BATCH_SCRIPT (batch stepd → ctld).
+type CompleteBatchScript struct {
+	JobAcct  *JobAcct // nil: u8 0 (jobacct_gather/none)
+	JobID    uint32
+	JobRC    uint32 // raw wait status (exit 3 -> 0x300)
+	SlurmRC  uint32 // non-zero: launch failure, ctld drains the node
+	UserID   uint32
+	NodeName string
+}
+
+// MsgType implements Body.
+func (CompleteBatchScript) MsgType() MsgType { return RequestCompleteBatchScript }
+
+// JobRequeue is requeue_msg_t, REQUEST_JOB_REQUEUE (slurmd → ctld after a
+// failed launch).
+type JobRequeue struct {
+	JobID    uint32
+	JobIDStr string
+	Flags    uint32 // JOB_* state flags, e.g. JOB_LAUNCH_FAILED 0x100
+}
+
+// MsgType implements Body.
+func (JobRequeue) MsgType() MsgType { return RequestJobRequeue }
+
+// StepComplete is REQUEST_STEP_COMPLETE (stepd → ctld or parent slurmd).
+// RangeFirst..RangeLast are node ranks in the step.
+type StepComplete struct {
+	StepID     StepID
+	RangeFirst uint32
+	RangeLast  uint32
+	StepRC     uint32
+	JobAcct    *JobAcct
+}
+
+// MsgType implements Body.
+func (StepComplete) MsgType() MsgType { return RequestStepComplete }
+
+// SuspendInt is REQUEST_SUSPEND_INT (ctld → slurmd). The switch plugin's
+// suspend info follows; switch/none packs nothing, which is all this
+// codec supports.
+type SuspendInt struct {
+	IndfSusp    bool // suspended indefinitely (gang scheduling: false)
+	JobCoreSpec uint16
+	JobID       uint32
+	Op          uint16 // SuspendJob or ResumeJob
+}
+
+// MsgType implements Body.
+func (SuspendInt) MsgType() MsgType { return RequestSuspendInt }
+
+// JobIDRequest is REQUEST_JOB_ID: which job does this pid belong to.
+type JobIDRequest struct{ PID uint32 }
+
+// MsgType implements Body.
+func (JobIDRequest) MsgType() MsgType { return RequestJobID }
+
+// JobID is RESPONSE_JOB_ID.
+type JobID struct {
+	JobID uint32
+	RC    uint32
+}
+
+// MsgType implements Body.
+func (JobID) MsgType() MsgType { return ResponseJobID }
+
+func init() {
+	RegisterBody(RequestBatchJobLaunch, typedCodec(Version2205, MaxHeaderVersion, encBatchLaunch, decBatchLaunch))
+
+	// kill_job_msg: three layouts.
+	for _, r := range [][2]uint16{{MinVersion, Version2108 - 1}, {Version2108, Version2205 - 1}, {Version2205, MaxHeaderVersion}} {
+		register(typedCodec(r[0], r[1], encKillJob, decKillJob),
+			RequestTerminateJob, RequestKillTimelimit, RequestKillPreempted, RequestAbortJob)
+	}
+
+	register(typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, _ uint16, m *SignalTasks) error {
+			p.StepID(m.StepID)
+			p.U16(m.Flags)
+			p.U16(m.Signal)
+			return nil
+		},
+		func(u *Unpacker, _ uint16, t MsgType, m *SignalTasks) error {
+			m.Type = t
+			m.StepID, _ = u.StepID()
+			m.Flags, _ = u.U16()
+			m.Signal, _ = u.U16()
+			return nil
+		}),
+		RequestSignalTasks, RequestTerminateTasks)
+
+	RegisterBody(RequestJobNotify, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, _ uint16, m *JobNotify) error {
+			p.StepID(m.StepID)
+			p.Str(m.Message)
+			return nil
+		},
+		func(u *Unpacker, _ uint16, _ MsgType, m *JobNotify) error {
+			m.StepID, _ = u.StepID()
+			m.Message, _ = u.Str()
+			return nil
+		}))
+
+	RegisterBody(RequestLaunchProlog, typedCodec(Version2205, MaxHeaderVersion,
+		func(p *Packer, v uint16, m *LaunchProlog) error {
+			if err := packGres(p, "gres job alloc", m.GresJobAlloc, skipGresJobAllocRec); err != nil {
+				return err
+			}
+			p.U32(m.JobID)
+			p.U32(m.HetJobID)
+			p.U32(m.UID)
+			p.U32(m.GID)
+			p.Str(m.AliasList)
+			p.Str(m.Nodes)
+			p.Str(m.StdErr)
+			p.Str(m.StdOut)
+			p.Str(m.WorkDir)
+			p.U16(m.X11)
+			p.Str(m.X11AllocHost)
+			p.U16(m.X11AllocPort)
+			p.Str(m.X11MagicCookie)
+			p.Str(m.X11Target)
+			p.U16(m.X11TargetPort)
+			p.StrArray(m.SpankJobEnv)
+			if err := PackCred(p, v, m.Cred); err != nil {
+				return err
+			}
+			p.Str(m.UserName)
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *LaunchProlog) error {
+			m.GresJobAlloc, _ = rawGres(u, skipGresJobAllocRec)
+			m.JobID, _ = u.U32()
+			m.HetJobID, _ = u.U32()
+			m.UID, _ = u.U32()
+			m.GID, _ = u.U32()
+			m.AliasList, _ = u.Str()
+			m.Nodes, _ = u.Str()
+			m.StdErr, _ = u.Str()
+			m.StdOut, _ = u.Str()
+			m.WorkDir, _ = u.Str()
+			m.X11, _ = u.U16()
+			m.X11AllocHost, _ = u.Str()
+			m.X11AllocPort, _ = u.U16()
+			m.X11MagicCookie, _ = u.Str()
+			m.X11Target, _ = u.Str()
+			m.X11TargetPort, _ = u.U16()
+			m.SpankJobEnv, _ = u.StrArray()
+			if u.Err() != nil {
+				return u.Err()
+			}
+			var err error
+			if m.Cred, err = DecodeCred(u, v); err != nil {
+				return err
+			}
+			m.UserName, _ = u.Str()
+			return nil
+		}))
+
+	completeProlog := func(min, max uint16) Codec {
+		return typedCodec(min, max,
+			func(p *Packer, v uint16, m *CompleteProlog) error {
+				p.U32(m.JobID)
+				if v >= Version2205 {
+					p.Str(m.NodeName)
+				}
+				p.U32(m.PrologRC)
+				return nil
+			},
+			func(u *Unpacker, v uint16, _ MsgType, m *CompleteProlog) error {
+				m.JobID, _ = u.U32()
+				if v >= Version2205 {
+					m.NodeName, _ = u.Str()
+				}
+				m.PrologRC, _ = u.U32()
+				return nil
+			})
+	}
+	RegisterBody(RequestCompleteProlog, completeProlog(MinVersion, Version2205-1))
+	RegisterBody(RequestCompleteProlog, completeProlog(Version2205, MaxHeaderVersion))
+
+	RegisterBody(RequestCompleteBatchScript, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, v uint16, m *CompleteBatchScript) error {
+			packJobAcct(p, v, m.JobAcct)
+			p.U32(m.JobID)
+			p.U32(m.JobRC)
+			p.U32(m.SlurmRC)
+			p.U32(m.UserID)
+			p.Str(m.NodeName)
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *CompleteBatchScript) error {
+			m.JobAcct, _ = unpackJobAcct(u, v)
+			m.JobID, _ = u.U32()
+			m.JobRC, _ = u.U32()
+			m.SlurmRC, _ = u.U32()
+			m.UserID, _ = u.U32()
+			m.NodeName, _ = u.Str()
+			return nil
+		}))
+
+	RegisterBody(RequestJobRequeue, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, _ uint16, m *JobRequeue) error {
+			p.U32(m.JobID)
+			p.Str(m.JobIDStr)
+			p.U32(m.Flags)
+			return nil
+		},
+		func(u *Unpacker, _ uint16, _ MsgType, m *JobRequeue) error {
+			m.JobID, _ = u.U32()
+			m.JobIDStr, _ = u.Str()
+			m.Flags, _ = u.U32()
+			return nil
+		}))
+
+	RegisterBody(RequestStepComplete, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, v uint16, m *StepComplete) error {
+			p.StepID(m.StepID)
+			p.U32(m.RangeFirst)
+			p.U32(m.RangeLast)
+			p.U32(m.StepRC)
+			packJobAcct(p, v, m.JobAcct)
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *StepComplete) error {
+			m.StepID, _ = u.StepID()
+			m.RangeFirst, _ = u.U32()
+			m.RangeLast, _ = u.U32()
+			m.StepRC, _ = u.U32()
+			m.JobAcct, _ = unpackJobAcct(u, v)
+			return nil
+		}))
+
+	RegisterBody(RequestSuspendInt, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, _ uint16, m *SuspendInt) error {
+			p.Bool(m.IndfSusp)
+			p.U16(m.JobCoreSpec)
+			p.U32(m.JobID)
+			p.U16(m.Op)
+			return nil
+		},
+		func(u *Unpacker, _ uint16, _ MsgType, m *SuspendInt) error {
+			m.IndfSusp, _ = u.Bool()
+			m.JobCoreSpec, _ = u.U16()
+			m.JobID, _ = u.U32()
+			m.Op, _ = u.U16()
+			return nil
+		}))
+
+	RegisterBody(RequestJobID, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, _ uint16, m *JobIDRequest) error { p.U32(m.PID); return nil },
+		func(u *Unpacker, _ uint16, _ MsgType, m *JobIDRequest) error { m.PID, _ = u.U32(); return nil }))
+
+	RegisterBody(ResponseJobID, typedCodec(MinVersion, MaxHeaderVersion,
+		func(p *Packer, _ uint16, m *JobID) error { p.U32(m.JobID); p.U32(m.RC); return nil },
+		func(u *Unpacker, _ uint16, _ MsgType, m *JobID) error {
+			m.JobID, _ = u.U32()
+			m.RC, _ = u.U32()
+			return nil
+		}))
+}
