@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/forward"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/handlers"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pidfile"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
@@ -59,6 +61,7 @@ type Daemon struct {
 	cfg       atomic.Pointer[config.Config]
 	auth      auth.Authenticator
 	disp      *rpc.Dispatcher
+	jobs      *jobmgr.Manager
 	srv       rpcserver.Listener
 	ctld      *ctld.Client
 	hw        hostinfo.Info // probed at start (and on reconfigure)
@@ -68,6 +71,7 @@ type Daemon struct {
 	firstReg    atomic.Int64 // unix time of the first successful registration
 	lastCtldMsg atomic.Int64
 	wantResp    atomic.Bool // ask slurmctld for the TRES list on the next registration
+	regStatus   atomic.Uint32 // status of the next registration (ESLURMD_PROLOG_FAILED drains)
 	tresMu      sync.Mutex
 	tres        []slurmproto.TRESRec // guarded by tresMu
 
@@ -155,6 +159,11 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 
 func (d *Daemon) config() *config.Config { return d.cfg.Load() }
 
+// privileged is _slurm_authorized_user: root or SlurmUser.
+func (d *Daemon) privileged(uid uint32) bool {
+	return uid == 0 || uid == d.config().Conf.SlurmUserID
+}
+
 func (d *Daemon) settings(cfg *config.Config) rpc.Settings {
 	return rpc.Settings{SlurmUID: cfg.Conf.SlurmUserID, SlurmdUID: cfg.Conf.SlurmdUserID, HashPolicy: cfg.HashPolicy()}
 }
@@ -188,12 +197,22 @@ func (d *Daemon) run(parent context.Context) error {
 		TreeWidth:      int(cfg.Conf.TreeWidth),
 		MessageTimeout: cfg.MessageTimeout(),
 	}, d.log)
-	d.disp = rpc.New(d.auth, handlers.NodeRoutes(d), fwd, d.settings(cfg), d.log)
-	d.disp.OnCtldMessage = func() { d.lastCtldMsg.Store(time.Now().Unix()) }
 	d.ctld = ctld.New(d.auth, func() ctld.Config {
 		c := d.config()
 		return ctld.Config{Hosts: c.CtldHosts, MessageTimeout: c.MessageTimeout(), HashPolicy: c.HashPolicy()}
 	}, d.log)
+	stepd, err := stepdPath()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(stepd); err != nil {
+		// Nodes still register and serve; job launches fail with a clear error.
+		d.log.Error("step manager binary missing: jobs cannot start here", "path", stepd, "error", err, "hint", "make build, or set "+StepdEnv)
+	}
+	d.jobs = jobmgr.New(d.config, d.ctld, stepd, d, d.log)
+	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(d.jobs, d.privileged))
+	d.disp = rpc.New(d.auth, routes, fwd, d.settings(cfg), d.log)
+	d.disp.OnCtldMessage = func() { d.lastCtldMsg.Store(time.Now().Unix()) }
 
 	srv, err := newServer(rpcserver.Config{
 		Addr:        "tcp://" + cfg.ListenAddr,
@@ -246,11 +265,29 @@ loop:
 		d.log.Warn("shutdown left requests unfinished", "error", err)
 	}
 	wg.Wait()
+	// Prolog/Epilog and their reports to slurmctld finish; the jobs
+	// themselves run on in their step managers.
+	d.jobs.Wait(sctx)
 	if err := pf.Remove(); err != nil {
 		d.log.Warn("cannot remove pid file", "error", err)
 	}
 	d.log.Info("slurmd-go shutdown completing")
 	return nil
+}
+
+// StepdEnv overrides where the step manager binary is; by default it is
+// slurmstepd-go beside this binary.
+const StepdEnv = "TIEE_SLURMSTEPD"
+
+func stepdPath() (string, error) {
+	if p := os.Getenv(StepdEnv); p != "" {
+		return p, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("daemon: own path: %w", err)
+	}
+	return filepath.Join(filepath.Dir(exe), "slurmstepd-go"), nil
 }
 
 // ServerEnv selects the RPC server: "gnet" (default, event loops) or "net"

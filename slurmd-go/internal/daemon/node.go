@@ -75,6 +75,13 @@ func (d *Daemon) Reregister() {
 	}
 }
 
+// RegisterWithStatus implements jobmgr.Registrar: the next registration
+// carries status (slurmctld drains the node for ESLURMD_PROLOG_FAILED).
+func (d *Daemon) RegisterWithStatus(status uint32) {
+	d.regStatus.Store(status)
+	d.Reregister()
+}
+
 // Reconfigure implements handlers.Node.
 func (d *Daemon) Reconfigure() {
 	select {
@@ -218,6 +225,8 @@ func (d *Daemon) registrationMsg() *slurmproto.NodeRegistrationStatus {
 		GresInfo:        []byte{0x26, 0x00, 0x00, 0x00}, // version, zero GRES records
 		Version:         Version,
 	}
+	m.Status = d.regStatus.Swap(0)
+	m.Steps = d.jobs.Steps(context.Background())
 	if m.HashVal == 0 {
 		m.HashVal = slurmproto.NoVal
 	}

@@ -1,0 +1,81 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Jobs is what the job RPCs need from the job manager.
+type Jobs interface {
+	AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32
+	StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch)
+	LaunchProlog(msg *slurmproto.LaunchProlog)
+	Terminate(req *slurmproto.KillJob, uid uint32) uint32
+	Timelimit(req *slurmproto.KillJob, uid uint32)
+	Abort(req *slurmproto.KillJob, uid uint32)
+	SignalTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32
+	TerminateTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32
+	Notify(req *slurmproto.JobNotify, uid uint32, privileged bool)
+}
+
+// JobRoutes returns the routes of the batch-job RPCs. privileged tells
+// whether a uid is root or SlurmUser (signals are also open to job owners).
+func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
+	return rpc.Registry{
+		slurmproto.RequestBatchJobLaunch: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			m := req.Body.(*slurmproto.BatchJobLaunch)
+			if rc := j.AcceptBatch(m); rc != 0 {
+				return rpc.RC(rc), nil
+			}
+			// Reply now, launch in the background: Prolog may be slow and
+			// slurmctld only waits MessageTimeout.
+			j.StartBatch(req.Header.Version, req.RawBody, m)
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestLaunchProlog: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			j.LaunchProlog(req.Body.(*slurmproto.LaunchProlog))
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestTerminateJob: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			return rpc.RC(j.Terminate(req.Body.(*slurmproto.KillJob), req.UID)), nil
+		}},
+		slurmproto.RequestKillTimelimit: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			j.Timelimit(req.Body.(*slurmproto.KillJob), req.UID)
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestKillPreempted: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			j.Timelimit(req.Body.(*slurmproto.KillJob), req.UID)
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestAbortJob: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			j.Abort(req.Body.(*slurmproto.KillJob), req.UID)
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestSignalTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			return rpc.RC(j.SignalTasks(req.Body.(*slurmproto.SignalTasks), req.UID, privileged(req.UID))), nil
+		}},
+		slurmproto.RequestTerminateTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			return rpc.RC(j.TerminateTasks(req.Body.(*slurmproto.SignalTasks), req.UID, privileged(req.UID))), nil
+		}},
+		slurmproto.RequestJobNotify: {NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			j.Notify(req.Body.(*slurmproto.JobNotify), req.UID, privileged(req.UID))
+			return rpc.NoReply, nil
+		}},
+	}
+}
+
+// Merge joins registries; a type registered twice is a programming error.
+func Merge(rs ...rpc.Registry) rpc.Registry {
+	out := rpc.Registry{}
+	for _, r := range rs {
+		for t, route := range r {
+			if _, dup := out[t]; dup {
+				panic("handlers: " + t.String() + " registered twice")
+			}
+			out[t] = route
+		}
+	}
+	return out
+}

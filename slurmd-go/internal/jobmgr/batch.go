@@ -1,0 +1,236 @@
+package jobmgr
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Job state flags of REQUEST_JOB_REQUEUE (slurm.h).
+const (
+	jobLaunchFailed uint32 = 1 << 8
+	jobRequeueHold  uint32 = 1 << 11
+)
+
+// AcceptBatch does the checks slurmd makes before it answers a batch
+// launch; a non-zero rc is the answer. A zero rc means the caller replies
+// RC 0 and the launch goes on in the background (StartBatch).
+func (m *Manager) AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32 {
+	j, _ := m.jobFor(msg.JobID, msg.UID, msg.GID)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j.revoked {
+		m.log.Error("job already killed, do not launch batch job", "job_id", msg.JobID)
+		return slurmproto.ESlurmdCredentialRevoked
+	}
+	if j.launching > 0 || len(m.stepsOfLocked(msg.JobID, slurmproto.StepIDBatch)) > 0 {
+		m.log.Error("job already running, do not launch second copy", "job_id", msg.JobID)
+		return slurmproto.ESlurmDuplicateJobID
+	}
+	j.launching++
+	return 0
+}
+
+func (m *Manager) stepsOfLocked(jobID, stepID uint32) []stepapi.StepRef {
+	var out []stepapi.StepRef
+	for _, r := range m.stepsOf(jobID) {
+		if r.StepID.StepID == stepID {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// StartBatch runs Prolog (unless PrologFlags=Alloc ran it already) and
+// starts the step manager; failures are reported to slurmctld as slurmd
+// does (requeue held, node drained for Prolog failures).
+func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer func() {
+			if j := m.lookup(msg.JobID); j != nil {
+				m.mu.Lock()
+				j.launching--
+				m.mu.Unlock()
+			}
+		}()
+		ctx := context.Background()
+		if rc := m.startBatch(ctx, version, raw, msg); rc != 0 {
+			m.launchFailed(ctx, msg.JobID, rc)
+		}
+	}()
+}
+
+func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) uint32 {
+	log := m.log.With("job_id", msg.JobID)
+	j := m.lookup(msg.JobID)
+	if rc := m.prologOnce(ctx, j, scriptJob{
+		JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
+		UserName: credUser(msg.Cred), WorkDir: msg.WorkDir, Nodes: msg.Nodes,
+		Partition: msg.Partition, AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
+	}); rc != 0 {
+		return rc
+	}
+	if m.revoked(msg.JobID) {
+		log.Info("job killed while its prolog ran, not launching")
+		return 0
+	}
+	spec := m.spec(stepapi.KindBatch, version, raw)
+	spec.NodeIndex = m.nodeIndex(msg.Nodes)
+	log.Info("launching batch job", "uid", msg.UID)
+	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
+		log.Error("batch job launch failed", "error", err)
+		return stepapi.RC(err)
+	}
+	if m.revoked(msg.JobID) {
+		log.Info("job killed while its launch was in progress")
+		m.terminateSteps(ctx, msg.JobID)
+	}
+	return 0
+}
+
+// spec fills what every step manager needs from the daemon's config.
+func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.StartSpec {
+	cfg := m.cfg()
+	c := cfg.Conf
+	ctldHost := "localhost"
+	if len(c.SlurmctldHost) > 0 {
+		ctldHost = c.SlurmctldHost[0].Name
+	}
+	selectID := slurmproto.SelectPluginConsTres
+	switch c.SelectType {
+	case "select/cons_res":
+		selectID = slurmproto.SelectPluginConsRes
+	case "select/linear":
+		selectID = slurmproto.SelectPluginLinear
+	}
+	return stepapi.StartSpec{
+		Kind:                          kind,
+		NodeName:                      cfg.NodeName,
+		Hostname:                      cfg.Hostname,
+		ClusterName:                   c.ClusterName,
+		ConfFile:                      cfg.Flags.ConfFile,
+		SpoolDir:                      cfg.SpoolDir,
+		CtldHosts:                     cfg.CtldHosts,
+		MessageTimeout:                cfg.MessageTimeout(),
+		MungeSocket:                   c.AuthInfo.Socket,
+		MungeTTL:                      c.AuthInfo.TTL,
+		MungeAllowReplay:              cfg.MultipleSlurmd,
+		BlockNullHash:                 c.CommunicationParameters.BlockNullHash(),
+		BlockZeroHash:                 c.CommunicationParameters.BlockZeroHash(),
+		SlurmUserUID:                  c.SlurmUserID,
+		KillWait:                      c.KillWait,
+		JobFileAppend:                 c.JobFileAppend,
+		PropagateResourceLimits:       c.PropagateResourceLimits,
+		PropagateResourceLimitsExcept: c.PropagateResourceLimitsExcept,
+		TaskProlog:                    c.TaskProlog,
+		TaskEpilog:                    c.TaskEpilog,
+		TmpFS:                         c.TmpFS,
+		LogFile:                       cfg.LogFile,
+		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
+		WorkingCluster:                fmt.Sprintf("%s:%s:%d:%d:%d", c.ClusterName, ctldHost, c.SlurmctldPort, slurmproto.Version2205, selectID),
+		TopologyAddr:                  cfg.NodeName,
+		TopologyPattern:               "node",
+		NoCgroup:                      c.ProctrackType != "proctrack/cgroup",
+		ProtocolVersion:               version,
+		LaunchBody:                    raw,
+	}
+}
+
+func credUser(c *slurmproto.Cred) string {
+	if c == nil {
+		return ""
+	}
+	return slurmproto.CString(c.PwName)
+}
+
+func (m *Manager) revoked(jobID uint32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.jobs[jobID]
+	return j != nil && j.revoked
+}
+
+// prologOnce runs Prolog on the first launch of a job on this node; later
+// launches wait for it. With PrologFlags=Alloc it already ran (or runs) on
+// REQUEST_LAUNCH_PROLOG.
+func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) uint32 {
+	m.mu.Lock()
+	first := j.prologDone == nil
+	if first {
+		j.prologDone = make(chan struct{})
+	}
+	done := j.prologDone
+	m.mu.Unlock()
+	if !first {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return slurmproto.ESlurmdPrologFailed
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return j.prologRC
+	}
+	st := m.runScript(ctx, "prolog", m.cfg().Conf.Prolog, m.scriptEnv(sj))
+	rc := uint32(0)
+	if st != 0 {
+		rc = slurmproto.ESlurmdPrologFailed
+		m.log.Error("prolog failed", "job_id", sj.JobID, "status", fmt.Sprintf("%d:%d", exitOf(st), sigOf(st)))
+		m.reg.RegisterWithStatus(slurmproto.ESlurmdPrologFailed)
+	}
+	m.mu.Lock()
+	j.prologRC = rc
+	m.mu.Unlock()
+	close(done)
+	return rc
+}
+
+func exitOf(st uint32) int { return int(st>>8) & 0xff }
+func sigOf(st uint32) int  { return int(st & 0x7f) }
+
+// launchFailed tells slurmctld a launch failed (_launch_job_fail): the job
+// is requeued and held, which is what slurmctld does with it too.
+func (m *Manager) launchFailed(ctx context.Context, jobID, rc uint32) {
+	if rc == slurmproto.ESlurmdCredentialRevoked {
+		return
+	}
+	req := &slurmproto.JobRequeue{JobID: jobID, Flags: jobRequeueHold | jobLaunchFailed}
+	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
+	defer cancel()
+	reply, err := m.ctld.Call(cctx, req, authUIDAny)
+	if err != nil {
+		m.log.Error("cannot requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(rc), "error", err)
+		return
+	}
+	if r, ok := reply.(*slurmproto.ReturnCode); ok && r.RC != 0 {
+		m.log.Error("slurmctld refused to requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(r.RC))
+	}
+}
+
+// LaunchProlog serves REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc): run
+// Prolog now and report it with REQUEST_COMPLETE_PROLOG.
+func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
+	j, _ := m.jobFor(msg.JobID, msg.UID, msg.GID)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx := context.Background()
+		rc := m.prologOnce(ctx, j, scriptJob{
+			JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
+			UserName: msg.UserName, WorkDir: msg.WorkDir, Nodes: msg.Nodes,
+			AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
+		})
+		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold != 0 && rc == 0 {
+			return
+		}
+		body := &slurmproto.CompleteProlog{JobID: msg.JobID, NodeName: m.cfg().NodeName, PrologRC: rc}
+		if err := m.retry(ctx, "REQUEST_COMPLETE_PROLOG", body); err != nil {
+			m.log.Error("slurmctld never took the prolog result", "job_id", msg.JobID, "error", err)
+		}
+	}()
+}

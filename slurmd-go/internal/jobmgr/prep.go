@@ -1,0 +1,180 @@
+package jobmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+const authUIDAny = auth.UIDAny
+
+// scriptJob is what Prolog and Epilog are told about a job
+// (prep_script_slurmd.c's job_env plus the credential).
+type scriptJob struct {
+	JobID, HetJobID uint32
+	UID, GID        uint32
+	UserName        string
+	WorkDir         string
+	Nodes           string
+	Partition       string
+	AliasList       string
+	SpankJobEnv     []string
+	Cred            *slurmproto.Cred
+	// Epilog only.
+	Epilog              bool
+	DerivedEC, ExitCode uint32
+}
+
+// scriptEnv builds the environment of Prolog/Epilog as slurmd does.
+func (m *Manager) scriptEnv(j scriptJob) []string {
+	cfg := m.cfg()
+	env := []string{}
+	// SPANK job env is only taken with a SPANK_ prefix: it is user input
+	// and Prolog/Epilog run as root.
+	for _, kv := range j.SpankJobEnv {
+		if len(kv) > 6 && kv[:6] == "SPANK_" {
+			env = append(env, kv)
+		}
+	}
+	set := func(k, v string) { env = append(env, k+"="+v) }
+	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+	set("SLURMD_NODENAME", cfg.NodeName)
+	set("SLURM_CONF", cfg.Flags.ConfFile)
+	set("SLURM_CLUSTER_NAME", cfg.Conf.ClusterName)
+	set("SLURM_JOB_ID", u(j.JobID))
+	set("SLURM_JOB_UID", u(j.UID))
+	set("SLURM_JOB_GID", u(j.GID))
+	set("SLURM_JOB_WORK_DIR", slurmproto.CString(j.WorkDir))
+	user := slurmproto.CString(j.UserName)
+	if user == "" && j.Cred != nil {
+		user = slurmproto.CString(j.Cred.PwName)
+	}
+	set("SLURM_JOB_USER", user)
+	set("SLURM_JOBID", u(j.JobID))
+	if j.HetJobID != 0 && j.HetJobID != slurmproto.NoVal {
+		set("SLURM_PACK_JOB_ID", u(j.HetJobID))
+		set("SLURM_HET_JOB_ID", u(j.HetJobID))
+	}
+	set("SLURM_UID", u(j.UID))
+	if j.AliasList != "" {
+		set("SLURM_NODE_ALIASES", slurmproto.CString(j.AliasList))
+	}
+	if j.Nodes != "" {
+		set("SLURM_NODELIST", slurmproto.CString(j.Nodes))
+	}
+	if j.Partition != "" {
+		set("SLURM_JOB_PARTITION", slurmproto.CString(j.Partition))
+	}
+	if j.Epilog {
+		set("SLURM_SCRIPT_CONTEXT", "epilog_slurmd")
+	} else {
+		set("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+	}
+	if j.Epilog && j.ExitCode != slurmproto.Infinite {
+		ws := syscall.WaitStatus(j.ExitCode)
+		code, sig := 0, 0
+		if ws.Exited() {
+			code = ws.ExitStatus()
+		}
+		if ws.Signaled() {
+			sig = int(ws.Signal())
+		}
+		set("SLURM_JOB_DERIVED_EC", u(j.DerivedEC))
+		set("SLURM_JOB_EXIT_CODE", u(j.ExitCode))
+		set("SLURM_JOB_EXIT_CODE2", fmt.Sprintf("%d:%d", code, sig))
+	}
+	if c := j.Cred; c != nil {
+		opt := func(k, v string) {
+			if v != "" {
+				set(k, slurmproto.CString(v))
+			}
+		}
+		opt("SLURM_JOB_ACCOUNT", c.JobAccount)
+		opt("SLURM_JOB_COMMENT", c.JobComment)
+		opt("SLURM_JOB_CONSTRAINTS", c.JobConstraints)
+		if len(c.CPUArray) > 0 {
+			set("SLURM_JOB_CPUS_PER_NODE", CompressedCounts(c.CPUArray, c.CPUArrayReps))
+		}
+		if c.JobNTasks != 0 {
+			set("SLURM_JOB_NTASKS", u(c.JobNTasks))
+		}
+		if c.JobNHosts != 0 {
+			set("SLURM_JOB_NUM_NODES", u(c.JobNHosts))
+		}
+		opt("SLURM_JOB_PARTITION", c.JobPartition)
+		opt("SLURM_JOB_RESERVATION", c.JobReservation)
+		if c.JobRestartCnt != slurmproto.Infinite16 {
+			set("SLURM_JOB_RESTART_COUNT", strconv.Itoa(int(c.JobRestartCnt)))
+		}
+		opt("SLURM_JOB_STDERR", c.JobStdErr)
+		opt("SLURM_JOB_STDIN", c.JobStdIn)
+		opt("SLURM_JOB_STDOUT", c.JobStdOut)
+	}
+	return env
+}
+
+// CompressedCounts renders Slurm's "2(x3),1" form of per-node counts.
+func CompressedCounts(vals []uint16, reps []uint32) string {
+	s := ""
+	for i, v := range vals {
+		if i > 0 {
+			s += ","
+		}
+		s += strconv.Itoa(int(v))
+		if i < len(reps) && reps[i] > 1 {
+			s += fmt.Sprintf("(x%d)", reps[i])
+		}
+	}
+	return s
+}
+
+// runScript runs Prolog or Epilog as root and returns its raw wait status
+// (0 when there is no script).
+func (m *Manager) runScript(ctx context.Context, kind, path string, env []string) uint32 {
+	if path == "" {
+		return 0
+	}
+	timeout := ScriptTimeoutUnset
+	if t := m.cfg().Conf.PrologEpilogTimeout; t != 0 && t != slurmproto.NoVal16 && t != slurmproto.Infinite16 {
+		timeout = time.Duration(t) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		st := uint32(ee.Sys().(syscall.WaitStatus))
+		m.log.Error(kind+" failed", "path", path, "status", st, "output", string(out))
+		return st
+	}
+	m.log.Error(kind+" could not run", "path", path, "error", err)
+	return 127 << 8
+}
+
+// nodeIndex is this node's position in a job's node list.
+func (m *Manager) nodeIndex(nodes string) int {
+	h, err := hostlist.Parse(slurmproto.CString(nodes))
+	if err != nil {
+		return 0
+	}
+	if i := h.Find(m.cfg().NodeName); i >= 0 {
+		return i
+	}
+	return 0
+}
