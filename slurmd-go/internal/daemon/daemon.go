@@ -70,7 +70,7 @@ type Daemon struct {
 	started     time.Time
 	firstReg    atomic.Int64 // unix time of the first successful registration
 	lastCtldMsg atomic.Int64
-	wantResp    atomic.Bool // ask slurmctld for the TRES list on the next registration
+	wantResp    atomic.Bool   // ask slurmctld for the TRES list on the next registration
 	regStatus   atomic.Uint32 // status of the next registration (ESLURMD_PROLOG_FAILED drains)
 	tresMu      sync.Mutex
 	tres        []slurmproto.TRESRec // guarded by tresMu
