@@ -1,0 +1,112 @@
+package jobmgr
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+func TestCompressedCounts(t *testing.T) {
+	cases := []struct {
+		name string
+		vals []uint16
+		reps []uint32
+		want string
+	}{
+		{"single node", []uint16{2}, []uint32{1}, "2"},
+		{"repeated", []uint16{2, 1}, []uint32{3, 1}, "2(x3),1"},
+		{"all repeated", []uint16{4}, []uint32{16}, "4(x16)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := CompressedCounts(c.vals, c.reps); got != c.want {
+				t.Fatalf("got %q want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func testManager(t *testing.T, extra string) *Manager {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "slurm.conf")
+	body := "ClusterName=c1\nSlurmctldHost=ctl\nSlurmUser=root\nNodeName=n[1-3] CPUs=1\n" + extra
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := slurmconf.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Resolve(config.Flags{ConfFile: p, NodeName: "n2"}, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(func() *config.Config { return cfg }, nil, "/nonexistent", nil, hclog.NewNullLogger())
+}
+
+func names(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		out = append(out, kv[:strings.IndexByte(kv, '=')])
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestScriptEnv_Epilog(t *testing.T) {
+	m := testManager(t, "")
+	env := m.scriptEnv(scriptJob{
+		JobID: 7, UID: 1000, GID: 1000, UserName: "alice", WorkDir: "/home/alice",
+		Nodes: "n[1-3]", Partition: "debug", SpankJobEnv: []string{"SPANK_X=1", "LD_PRELOAD=/evil.so"},
+		Epilog: true, ExitCode: 3 << 8,
+		Cred: &slurmproto.Cred{JobNHosts: 3, JobNTasks: 3, CPUArray: []uint16{1}, CPUArrayReps: []uint32{3}, JobRestartCnt: 0},
+	})
+	want := []string{"SLURMD_NODENAME", "SLURM_CLUSTER_NAME", "SLURM_CONF", "SLURM_JOBID", "SLURM_JOB_CPUS_PER_NODE",
+		"SLURM_JOB_DERIVED_EC", "SLURM_JOB_EXIT_CODE", "SLURM_JOB_EXIT_CODE2", "SLURM_JOB_GID", "SLURM_JOB_ID",
+		"SLURM_JOB_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_JOB_PARTITION", "SLURM_JOB_RESTART_COUNT", "SLURM_JOB_UID",
+		"SLURM_JOB_USER", "SLURM_JOB_WORK_DIR", "SLURM_NODELIST", "SLURM_SCRIPT_CONTEXT", "SLURM_UID", "SPANK_X"}
+	if got := names(env); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("names\n got %v\nwant %v", got, want)
+	}
+	for _, kv := range []string{"SLURM_JOB_EXIT_CODE=768", "SLURM_JOB_EXIT_CODE2=3:0", "SLURM_SCRIPT_CONTEXT=epilog_slurmd",
+		"SLURMD_NODENAME=n2", "SLURM_JOB_CPUS_PER_NODE=1(x3)", "SLURM_JOB_USER=alice"} {
+		if !contains2(env, kv) {
+			t.Errorf("missing %s in %v", kv, env)
+		}
+	}
+}
+
+func contains2(l []string, v string) bool {
+	for _, x := range l {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRunScript_Status(t *testing.T) {
+	m := testManager(t, "")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "prolog")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n[ \"$SLURM_SCRIPT_CONTEXT\" = prolog_slurmd ] || exit 9\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := m.runScript(context.Background(), "prolog", script, m.scriptEnv(scriptJob{JobID: 1}))
+	if exitOf(st) != 3 || sigOf(st) != 0 {
+		t.Fatalf("status %#x, want exit 3", st)
+	}
+	if st := m.runScript(context.Background(), "prolog", "", nil); st != 0 {
+		t.Fatalf("no script: status %d", st)
+	}
+}
