@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/slurmd-go
+STEPD := bin/slurmstepd-go
 PKGS := ./...
 FUZZTIME ?= 10s
 # Every real-cluster test runs as root against Debian's slurmctld and munged.
@@ -12,8 +13,9 @@ INTEGRATION_TIMEOUT ?= 25m
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build bin/slurmd-go
+build: ## build bin/slurmd-go and its step manager bin/slurmstepd-go
 	$(GO) build -o $(BIN) ./slurmd-go/cmd/slurmd
+	$(GO) build -o $(STEPD) ./slurmd-go/cmd/slurmstepd
 
 deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, libmunge-dev, ...) and start munged
 	scripts/install-deps.sh

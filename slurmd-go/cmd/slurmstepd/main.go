@@ -1,0 +1,17 @@
+// Command slurmstepd-go is the step manager of slurmd-go: one process per
+// job step, started by the daemon with "start" and outliving it.
+//
+//	slurmstepd-go start   re-parent and run the step manager (spec on stdin)
+//	slurmstepd-go serve   the step manager itself (run by start)
+//	slurmstepd-go task    internal: become the user and exec a task
+package main
+
+import (
+	"os"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepd"
+)
+
+func main() {
+	os.Exit(stepd.Main(os.Args[1:]))
+}

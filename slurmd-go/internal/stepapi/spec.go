@@ -1,0 +1,169 @@
+package stepapi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+)
+
+// SpecVersion is the version of StartSpec this package writes and the only
+// one it reads. Bump it when a field changes meaning; adding an optional
+// field does not need a bump (unknown JSON fields are rejected, so an old
+// step manager refuses a newer daemon's spec instead of misreading it).
+const SpecVersion = 1
+
+// MaxSpecSize bounds a StartSpec on the wire (the launch body carries the
+// batch script, which slurmctld caps at 4 MiB by default).
+const MaxSpecSize = 256 << 20
+
+// Kind selects what a step manager runs.
+type Kind string
+
+// Step manager kinds.
+const (
+	KindBatch Kind = "batch" // REQUEST_BATCH_JOB_LAUNCH
+	KindTasks Kind = "tasks" // REQUEST_LAUNCH_TASKS (not implemented yet)
+)
+
+// StartSpec is everything a step manager needs, computed by the daemon from
+// slurm.conf and the launch RPC. It travels as JSON (durations in
+// nanoseconds, LaunchBody in base64).
+type StartSpec struct {
+	SpecVersion int  `json:"spec_version"`
+	Kind        Kind `json:"kind"`
+
+	NodeName    string `json:"node_name"`    // this node's NodeName
+	Hostname    string `json:"hostname"`     // short host name (conf->hostname; %N in file names)
+	ClusterName string `json:"cluster_name"` // SLURM_CLUSTER_NAME
+	ConfFile    string `json:"conf_file"`    // SLURM_CONF value; "" makes it "(null)" as in stock
+	SpoolDir    string `json:"spool_dir"`    // SlurmdSpoolDir, expanded
+	NodeIndex   int    `json:"node_index"`   // this node's index in the job's node list
+
+	CtldHosts      []string      `json:"ctld_hosts"` // host:port, primary first
+	MessageTimeout time.Duration `json:"message_timeout"`
+	// Munge and CommunicationParameters, as the daemon uses them.
+	MungeSocket      string `json:"munge_socket"`
+	MungeTTL         int    `json:"munge_ttl"`
+	MungeAllowReplay bool   `json:"munge_allow_replay"`
+	BlockNullHash    bool   `json:"block_null_hash"`
+	BlockZeroHash    bool   `json:"block_zero_hash"`
+
+	SlurmUserUID uint32        `json:"slurm_user_uid"` // SlurmUser: may signal any step
+	KillWait     time.Duration `json:"kill_wait"`
+	// JobFileAppend decides open mode 0 (append instead of truncate).
+	JobFileAppend bool `json:"job_file_append"`
+	// PropagateResourceLimits / ...Except as in slurm.conf ("" = ALL).
+	PropagateResourceLimits       string `json:"propagate_resource_limits"`
+	PropagateResourceLimitsExcept string `json:"propagate_resource_limits_except"`
+	PropagatePrioProcess          uint16 `json:"propagate_prio_process"` // 0, 1 or 2
+	VSizeFactor                   uint16 `json:"vsize_factor"`           // percent; 0 = no RLIMIT_AS
+	TaskProlog                    string `json:"task_prolog"`
+	TaskEpilog                    string `json:"task_epilog"`
+	TmpFS                         string `json:"tmp_fs"`
+	// PackNodes is SelectTypeParameters CR_Pack_Nodes (task layout).
+	PackNodes bool `json:"pack_nodes"`
+
+	LogFile  string `json:"log_file"`  // the daemon's log file; "" = no log
+	LogLevel int    `json:"log_level"` // Slurm level number (info 3, debug 5, ...)
+
+	// WorkingCluster is SLURM_WORKING_CLUSTER:
+	// cluster:ctldaddr:port:9728:<select plugin id>.
+	WorkingCluster  string `json:"working_cluster"`
+	TopologyAddr    string `json:"topology_addr"`    // SLURM_TOPOLOGY_ADDR
+	TopologyPattern string `json:"topology_pattern"` // SLURM_TOPOLOGY_ADDR_PATTERN
+
+	// CgroupRoot is the directory under which job cgroups are made,
+	// relative to each hierarchy's mount point ("" = "tiee/<NodeName>").
+	CgroupRoot string `json:"cgroup_root"`
+	// NoCgroup disables cgroups (tracking falls back to session and
+	// process group).
+	NoCgroup bool `json:"no_cgroup"`
+	// IgnoreMemoryLimit does not enforce the credential's memory limit.
+	IgnoreMemoryLimit bool `json:"ignore_memory_limit"`
+
+	// ProtocolVersion is the header version of the launch RPC.
+	ProtocolVersion uint16 `json:"protocol_version"`
+	// LaunchBody is the REQUEST_BATCH_JOB_LAUNCH body exactly as received
+	// (user_name and gids are taken from its credential).
+	LaunchBody []byte `json:"launch_body"`
+}
+
+// ErrBadSpec is wrapped by Validate and ReadSpec failures.
+var ErrBadSpec = errors.New("stepapi: bad start spec")
+
+// Validate checks the fields a step manager cannot do without.
+func (s *StartSpec) Validate() error {
+	switch {
+	case s.SpecVersion != SpecVersion:
+		return fmt.Errorf("%w: spec version %d, want %d", ErrBadSpec, s.SpecVersion, SpecVersion)
+	case s.Kind != KindBatch:
+		return fmt.Errorf("%w: kind %q not supported", ErrBadSpec, s.Kind)
+	case s.NodeName == "":
+		return fmt.Errorf("%w: no node name", ErrBadSpec)
+	case !filepath.IsAbs(s.SpoolDir):
+		return fmt.Errorf("%w: spool dir %q is not absolute", ErrBadSpec, s.SpoolDir)
+	case len(s.CtldHosts) == 0:
+		return fmt.Errorf("%w: no slurmctld hosts", ErrBadSpec)
+	case len(s.LaunchBody) == 0:
+		return fmt.Errorf("%w: no launch body", ErrBadSpec)
+	}
+	return nil
+}
+
+// WriteSpec writes s as a 4-byte big-endian length and its JSON.
+func WriteSpec(w io.Writer, s *StartSpec) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("stepapi: encode spec: %w", err)
+	}
+	return writeFrame(w, b)
+}
+
+// ReadSpec reads what WriteSpec wrote and validates it.
+func ReadSpec(r io.Reader) (*StartSpec, error) {
+	b, err := readFrame(r, MaxSpecSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+	}
+	var s StartSpec
+	if err := decodeStrict(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+func writeFrame(w io.Writer, b []byte) error {
+	out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
+	_, err := w.Write(append(out, b...))
+	return err
+}
+
+func readFrame(r io.Reader, max int) ([]byte, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(lb[:])
+	if uint64(n) > uint64(max) {
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

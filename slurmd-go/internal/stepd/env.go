@@ -1,0 +1,305 @@
+package stepd
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Size limits of src/common/env.c.
+const (
+	envBufSize   = 256 * 1024 // ENV_BUFSIZE: values are formatted into this
+	maxEnvStrlen = 32 * 4096  // MAX_ENV_STRLEN: setenvf refuses longer entries
+	envNameMax   = 256        // env_array_merge's name buffer
+)
+
+// Env is a C environment array ("NAME=value" entries in order) with the
+// semantics of Slurm's env.c helpers. The zero value is empty.
+type Env []string
+
+// find is _find_name_in_env: the first entry "name=...".
+func (e Env) find(name string) int {
+	for i, kv := range e {
+		if len(kv) > len(name) && kv[len(name)] == '=' && kv[:len(name)] == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Get is getenvp.
+func (e Env) Get(name string) (string, bool) {
+	if i := e.find(name); i >= 0 {
+		return e[i][len(name)+1:], true
+	}
+	return "", false
+}
+
+func truncValue(v string) string {
+	if len(v) >= envBufSize {
+		return v[:envBufSize-1]
+	}
+	return v
+}
+
+// Overwrite is env_array_overwrite(_fmt): replace the first "name=" entry
+// in place, or append.
+func (e *Env) Overwrite(name, value string) {
+	kv := name + "=" + truncValue(value)
+	if i := e.find(name); i >= 0 {
+		(*e)[i] = kv
+		return
+	}
+	*e = append(*e, kv)
+}
+
+// Append is env_array_append(_fmt): add only if name is absent.
+func (e *Env) Append(name, value string) {
+	if e.find(name) < 0 {
+		*e = append(*e, name+"="+truncValue(value))
+	}
+}
+
+// Setenvf is setenvf on an array: Overwrite unless the entry would reach
+// MAX_ENV_STRLEN, in which case nothing is set (and false returned).
+func (e *Env) Setenvf(name, value string) bool {
+	value = truncValue(value)
+	if name == "" || len(name)+len(value)+2 >= maxEnvStrlen {
+		return false
+	}
+	e.Overwrite(name, value)
+	return true
+}
+
+// Unset is unsetenvp: remove every "name=" entry.
+func (e *Env) Unset(name string) {
+	out := (*e)[:0]
+	for _, kv := range *e {
+		if len(kv) > len(name) && kv[len(name)] == '=' && kv[:len(name)] == name {
+			continue
+		}
+		out = append(out, kv)
+	}
+	*e = out
+}
+
+// Copy is env_array_copy: a merge into an empty array, which drops entries
+// without '=' or with over-long names or values and collapses duplicate
+// names into the first position with the last value.
+func (e Env) Copy() Env {
+	var out Env
+	for _, kv := range e {
+		i := strings.IndexByte(kv, '=')
+		if i < 0 || i+1 > envNameMax || len(kv)-i > envBufSize {
+			continue
+		}
+		out.Overwrite(kv[:i], kv[i+1:])
+	}
+	return out
+}
+
+// cstr renders a decoded wire string as C's printf("%s") would: NULL (Go
+// "") is "(null)", the empty wire string is "".
+func cstr(s string) string {
+	if s == "" {
+		return "(null)"
+	}
+	return slurmproto.CString(s)
+}
+
+// BatchEnvConfig is the node-side input of the batch environment.
+type BatchEnvConfig struct {
+	ClusterName     string // slurm_conf.cluster_name
+	NodeName        string
+	TopologyAddr    string
+	TopologyPattern string
+	PackNodes       bool // SelectTypeParameters CR_Pack_Nodes
+}
+
+// BatchJobEnv is the batch step's environment as slurmstepd holds it before
+// forking the script: the submission environment from the launch message,
+// then env_array_for_batch_job (src/common/env.c) and the topology
+// variables (slurmstepd.c _step_setup).
+func BatchJobEnv(m *slurmproto.BatchJobLaunch, c BatchEnvConfig) Env {
+	env := append(Env(nil), m.Environment...)
+	envArrayForBatchJob(&env, m, c)
+	env.Overwrite("SLURM_TOPOLOGY_ADDR", cstr(c.TopologyAddr))
+	env.Overwrite("SLURM_TOPOLOGY_ADDR_PATTERN", cstr(c.TopologyPattern))
+	return env
+}
+
+func envArrayForBatchJob(env *Env, m *slurmproto.BatchJobLaunch, c BatchEnvConfig) {
+	var numHosts uint32
+	for _, r := range m.CPUCountReps {
+		numHosts += r
+	}
+	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+	env.Overwrite("SLURM_CLUSTER_NAME", cstr(c.ClusterName))
+	env.Overwrite("SLURM_JOB_ID", u(m.JobID))
+	env.Overwrite("SLURM_JOB_NUM_NODES", u(numHosts))
+	if m.ArrayTaskID != slurmproto.NoVal {
+		env.Overwrite("SLURM_ARRAY_JOB_ID", u(m.ArrayJobID))
+		env.Overwrite("SLURM_ARRAY_TASK_ID", u(m.ArrayTaskID))
+	}
+	env.Overwrite("SLURM_JOB_NODELIST", cstr(m.Nodes))
+	env.Overwrite("SLURM_JOB_PARTITION", cstr(m.Partition))
+	env.Overwrite("SLURM_NODE_ALIASES", cstr(m.AliasList))
+	env.Overwrite("SLURM_JOB_CPUS_PER_NODE", compressedToStr(m.CPUsPerNode, m.CPUCountReps))
+	env.Overwrite("ENVIRONMENT", "BATCH")
+	if c.NodeName != "" {
+		env.Overwrite("HOSTNAME", c.NodeName)
+	}
+	env.Overwrite("SLURM_JOBID", u(m.JobID))
+	env.Overwrite("SLURM_NNODES", u(numHosts))
+	env.Overwrite("SLURM_NODELIST", cstr(m.Nodes))
+
+	cpusPerTask := m.CPUsPerTask
+	if cpusPerTask == 0 || cpusPerTask == slurmproto.NoVal16 {
+		cpusPerTask = 1
+	}
+	if _, ok := env.Get("SLURM_CPUS_PER_TASK"); ok {
+		env.Overwrite("SLURM_CPUS_PER_TASK", u(uint32(cpusPerTask)))
+	}
+	numTasks := m.NTasks
+	if numTasks != 0 {
+		env.Append("SLURM_NTASKS", u(numTasks))
+		env.Append("SLURM_NPROCS", u(numTasks))
+	} else {
+		for i := range m.CPUsPerNode {
+			numTasks += uint32(m.CPUsPerNode[i]/cpusPerTask) * m.CPUCountReps[i]
+		}
+	}
+	req := layoutRequest{
+		NumHosts:     int(numHosts),
+		NumTasks:     numTasks,
+		CPUsPerNode:  m.CPUsPerNode,
+		CPUCountReps: m.CPUCountReps,
+		CPUsPerTask:  cpusPerTask,
+		PackNodes:    c.PackNodes,
+	}
+	if arb, ok := env.Get("SLURM_ARBITRARY_NODELIST"); ok {
+		req.NodeList, req.Arbitrary = arb, true
+	} else {
+		req.NodeList = slurmproto.CString(m.Nodes)
+	}
+	tasks, err := taskLayout(req)
+	if err != nil {
+		// Stock returns here: no tasks per node, memory or account vars.
+		return
+	}
+	env.Overwrite("SLURM_TASKS_PER_NODE", uint16ArrayToStr(tasks))
+	if m.PnMinMemory&slurmproto.MemPerCPU != 0 {
+		env.Overwrite("SLURM_MEM_PER_CPU", strconv.FormatUint(m.PnMinMemory&^slurmproto.MemPerCPU, 10))
+	} else if m.PnMinMemory != 0 {
+		env.Overwrite("SLURM_MEM_PER_NODE", strconv.FormatUint(m.PnMinMemory, 10))
+	}
+	if m.Account != "" {
+		env.Overwrite("SLURM_JOB_ACCOUNT", slurmproto.CString(m.Account))
+	}
+	if m.QOS != "" {
+		env.Overwrite("SLURM_JOB_QOS", slurmproto.CString(m.QOS))
+	}
+	if m.ResvName != "" {
+		env.Overwrite("SLURM_JOB_RESERVATION", slurmproto.CString(m.ResvName))
+	}
+}
+
+// compressedToStr is uint32_compressed_to_str: "2(x3),1".
+func compressedToStr(vals []uint16, reps []uint32) string {
+	if vals == nil || reps == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if reps[i] > 1 {
+			fmt.Fprintf(&b, "%d(x%d)", vals[i], reps[i])
+		} else {
+			fmt.Fprintf(&b, "%d", vals[i])
+		}
+	}
+	return b.String()
+}
+
+// uint16ArrayToStr is uint16_array_to_str: runs of equal values as "v(xN)".
+func uint16ArrayToStr(a []uint16) string {
+	var b strings.Builder
+	prev := 0
+	for i := range a {
+		if i+1 < len(a) && a[i] == a[i+1] {
+			prev++
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if prev > 0 {
+			fmt.Fprintf(&b, "%d(x%d)", a[i], prev+1)
+		} else {
+			fmt.Fprintf(&b, "%d", a[i])
+		}
+		prev = 0
+	}
+	return b.String()
+}
+
+// TaskEnvConfig is the per-task input of setup_env for a batch script.
+type TaskEnvConfig struct {
+	ConfFile       string // SLURM_CONF ("" prints "(null)")
+	CPUsOnNode     uint16 // job->cpus: cpus_per_node[0]
+	Overcommit     bool
+	JobID          uint32
+	TaskPID        int
+	NodeID         uint32
+	GTIDs          string // "0"
+	RestartCount   uint16
+	UID, GID       uint32
+	UserName       string // "" = unknown (no SLURM_JOB_UID/USER)
+	WorkingCluster string
+	NodeName       string // SLURMD_NODENAME
+}
+
+// BatchTaskEnv is what exec_task makes of the job environment for the
+// batch script (task 0): a copy (env_array_copy) with setup_env's
+// variables, SLURM_JOB_GID and SLURMD_NODENAME. TaskProlog output, TMPDIR
+// and the removal of SLURM_RLIMIT_* happen later, in the task.
+func BatchTaskEnv(jobEnv Env, c TaskEnvConfig) Env {
+	env := jobEnv.Copy()
+	d := func(v int64) string { return strconv.FormatInt(v, 10) }
+	env.Setenvf("SLURM_CONF", cstr(c.ConfFile))
+	env.Unset("SLURM_CONF_SERVER")
+	if c.CPUsOnNode != 0 {
+		env.Setenvf("SLURM_CPUS_ON_NODE", d(int64(c.CPUsOnNode)))
+	}
+	if c.Overcommit {
+		env.Setenvf("SLURM_OVERCOMMIT", "1")
+	}
+	// C prints the job id with %d from an int.
+	env.Setenvf("SLURM_JOB_ID", d(int64(int32(c.JobID))))
+	env.Setenvf("SLURM_JOBID", d(int64(int32(c.JobID))))
+	if c.TaskPID != 0 {
+		env.Setenvf("SLURM_TASK_PID", d(int64(c.TaskPID)))
+	}
+	env.Setenvf("SLURM_NODEID", d(int64(int32(c.NodeID))))
+	env.Setenvf("SLURM_PROCID", "0")
+	env.Setenvf("SLURM_LOCALID", "0")
+	env.Setenvf("SLURM_GTIDS", c.GTIDs)
+	if c.RestartCount != 0 {
+		env.Setenvf("SLURM_RESTART_COUNT", d(int64(c.RestartCount)))
+	}
+	if c.UserName != "" {
+		env.Setenvf("SLURM_JOB_UID", strconv.FormatUint(uint64(c.UID), 10))
+		env.Setenvf("SLURM_JOB_USER", c.UserName)
+	}
+	env.Setenvf("SLURM_WORKING_CLUSTER", c.WorkingCluster)
+	env.Setenvf("SLURM_JOB_GID", strconv.FormatUint(uint64(c.GID), 10))
+	env.Setenvf("SLURMD_NODENAME", c.NodeName)
+	return env
+}
+
+// RlimitEnvName is the variable sbatch exports for a limit ("SLURM_RLIMIT_CPU").
+func RlimitEnvName(limit string) string { return "SLURM_RLIMIT_" + limit }

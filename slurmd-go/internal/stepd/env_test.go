@@ -1,0 +1,227 @@
+package stepd
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+func specStub() *stepapi.StartSpec { return &stepapi.StartSpec{Hostname: "vm", NodeName: "n1"} }
+
+func TestEnv_Semantics(t *testing.T) {
+	e := Env{"A=1", "B=2", "A=3", "NOEQ", "AB=4"}
+	if v, ok := e.Get("A"); !ok || v != "1" {
+		t.Errorf("Get(A) = %q %v", v, ok)
+	}
+	if _, ok := e.Get("NOEQ"); ok {
+		t.Error("entry without = found")
+	}
+	e.Overwrite("A", "x")
+	e.Append("B", "no")
+	e.Append("C", "5")
+	if want := (Env{"A=x", "B=2", "A=3", "NOEQ", "AB=4", "C=5"}); !slices.Equal(e, want) {
+		t.Errorf("after overwrite/append: %q", e)
+	}
+	if got, want := e.Copy(), (Env{"A=3", "B=2", "AB=4", "C=5"}); !slices.Equal(got, want) {
+		t.Errorf("Copy = %q, want %q", got, want)
+	}
+	e.Unset("A")
+	if want := (Env{"B=2", "NOEQ", "AB=4", "C=5"}); !slices.Equal(e, want) {
+		t.Errorf("Unset: %q", e)
+	}
+	long := strings.Repeat("v", maxEnvStrlen)
+	if e.Setenvf("L", long) {
+		t.Error("setenvf accepted an entry of MAX_ENV_STRLEN")
+	}
+	if got := compressedToStr([]uint16{2, 1}, []uint32{3, 1}); got != "2(x3),1" {
+		t.Errorf("compressed %q", got)
+	}
+	if got := uint16ArrayToStr([]uint16{1, 2, 1, 1, 1, 3, 2}); got != "1,2,1(x3),3,2" {
+		t.Errorf("uint16 array %q", got)
+	}
+}
+
+// stockJob7 is the environment the stock 22.05.8 slurmstepd gave a
+// one-node batch job (captured on the local test cluster: sbatch of a
+// script running env, as root, DefMemPerCPU=100, select/cons_tres). The
+// variables from the submitting shell (HOME, PATH, ...) and the pid are
+// left out; everything else must match name and value.
+var stockJob7 = `ENVIRONMENT=BATCH
+HOSTNAME=bmyyrn1
+SLURMD_NODENAME=bmyyrn1
+SLURM_CLUSTER_NAME=tif3f52cea
+SLURM_CONF=/tmp/ti-42451093/slurm.conf
+SLURM_CPUS_ON_NODE=1
+SLURM_GTIDS=0
+SLURM_JOBID=7
+SLURM_JOB_CPUS_PER_NODE=1
+SLURM_JOB_GID=0
+SLURM_JOB_ID=7
+SLURM_JOB_NAME=envjob.sh
+SLURM_JOB_NODELIST=bmyyrn1
+SLURM_JOB_NUM_NODES=1
+SLURM_JOB_PARTITION=debug
+SLURM_JOB_UID=0
+SLURM_JOB_USER=root
+SLURM_LOCALID=0
+SLURM_MEM_PER_CPU=100
+SLURM_NNODES=1
+SLURM_NODEID=0
+SLURM_NODELIST=bmyyrn1
+SLURM_NODE_ALIASES=(null)
+SLURM_PRIO_PROCESS=0
+SLURM_PROCID=0
+SLURM_SUBMIT_DIR=/tmp/ti-42451093/work/root
+SLURM_SUBMIT_HOST=vm
+SLURM_TASKS_PER_NODE=1
+SLURM_TASK_PID=27026
+SLURM_TOPOLOGY_ADDR=bmyyrn1
+SLURM_TOPOLOGY_ADDR_PATTERN=node
+SLURM_WORKING_CLUSTER=tif3f52cea:127.0.0.1:21353:9728:109`
+
+func job7() *slurmproto.BatchJobLaunch {
+	return &slurmproto.BatchJobLaunch{
+		JobID: 7, HetJobID: slurmproto.NoVal, Partition: "debug",
+		PnMinMemory: 100 | slurmproto.MemPerCPU, ArrayTaskID: slurmproto.NoVal,
+		CPUsPerTask: slurmproto.NoVal16, CPUsPerNode: []uint16{1}, CPUCountReps: []uint32{1},
+		Nodes: "bmyyrn1",
+		Environment: []string{
+			"HOME=/root", "PATH=/usr/bin:/bin", "SLURM_PRIO_PROCESS=0", "SLURM_UMASK=0022",
+			"SLURM_JOB_NAME=envjob.sh", "SLURM_SUBMIT_DIR=/tmp/ti-42451093/work/root",
+			"SLURM_SUBMIT_HOST=vm", "SLURM_RLIMIT_CPU=18446744073709551615",
+		},
+	}
+}
+
+func taskEnvForJob7(m *slurmproto.BatchJobLaunch) Env {
+	jobEnv := BatchJobEnv(m, BatchEnvConfig{ClusterName: "tif3f52cea", NodeName: "bmyyrn1",
+		TopologyAddr: "bmyyrn1", TopologyPattern: "node"})
+	jobEnv.Unset("SLURM_UMASK") // set_umask, before the fork
+	return BatchTaskEnv(jobEnv, TaskEnvConfig{
+		ConfFile: "/tmp/ti-42451093/slurm.conf", CPUsOnNode: 1, JobID: 7, TaskPID: 27026,
+		GTIDs: "0", UID: 0, GID: 0, UserName: "root",
+		Overcommit: m.Overcommit != 0, RestartCount: m.RestartCnt,
+		WorkingCluster: "tif3f52cea:127.0.0.1:21353:9728:109", NodeName: "bmyyrn1",
+	})
+}
+
+func TestBatchEnv_MatchesStock(t *testing.T) {
+	env := taskEnvForJob7(job7())
+	env.Unset("SLURM_RLIMIT_CPU") // set_user_limits, in the task
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "HOME" || k == "PATH" {
+			continue
+		}
+		got[k] = v
+	}
+	want := map[string]string{}
+	for _, l := range strings.Split(stockJob7, "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		want[k] = v
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, stock %q", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("extra %s=%q (stock has none)", k, v)
+		}
+	}
+}
+
+// TestBatchEnv_Variants covers the conditional variables of
+// env_array_for_batch_job and setup_env.
+func TestBatchEnv_Variants(t *testing.T) {
+	get := func(e Env, k string) string {
+		v, ok := e.Get(k)
+		if !ok {
+			return "<unset>"
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(m *slurmproto.BatchJobLaunch)
+		want map[string]string
+	}{
+		{"multi-node cpus", func(m *slurmproto.BatchJobLaunch) {
+			m.Nodes, m.CPUsPerNode, m.CPUCountReps = "n[1-4]", []uint16{2, 1}, []uint32{3, 1}
+		}, map[string]string{"SLURM_JOB_CPUS_PER_NODE": "2(x3),1", "SLURM_TASKS_PER_NODE": "2(x3),1",
+			"SLURM_NNODES": "4", "SLURM_JOB_NUM_NODES": "4", "SLURM_NTASKS": "<unset>", "SLURM_CPUS_ON_NODE": "1"}},
+		{"ntasks given", func(m *slurmproto.BatchJobLaunch) {
+			m.Nodes, m.CPUsPerNode, m.CPUCountReps, m.NTasks = "n[1-2]", []uint16{4}, []uint32{2}, 3
+		}, map[string]string{"SLURM_NTASKS": "3", "SLURM_NPROCS": "3", "SLURM_TASKS_PER_NODE": "2,1"}},
+		{"ntasks already in env", func(m *slurmproto.BatchJobLaunch) {
+			m.NTasks = 5
+			m.Environment = append(m.Environment, "SLURM_NTASKS=9")
+		}, map[string]string{"SLURM_NTASKS": "9", "SLURM_NPROCS": "5", "SLURM_TASKS_PER_NODE": "5"}},
+		{"cpus per task only if present", func(m *slurmproto.BatchJobLaunch) {
+			m.CPUsPerTask, m.CPUsPerNode = 2, []uint16{4}
+			m.Environment = append(m.Environment, "SLURM_CPUS_PER_TASK=7")
+		}, map[string]string{"SLURM_CPUS_PER_TASK": "2", "SLURM_TASKS_PER_NODE": "2"}},
+		{"array", func(m *slurmproto.BatchJobLaunch) { m.ArrayJobID, m.ArrayTaskID = 5, 3 },
+			map[string]string{"SLURM_ARRAY_JOB_ID": "5", "SLURM_ARRAY_TASK_ID": "3"}},
+		{"mem per node, account qos resv, aliases", func(m *slurmproto.BatchJobLaunch) {
+			m.PnMinMemory, m.Account, m.QOS, m.ResvName, m.AliasList = 2048, "acct", "normal", slurmproto.EmptyString, "n1:10.0.0.1:n1"
+		}, map[string]string{"SLURM_MEM_PER_NODE": "2048", "SLURM_MEM_PER_CPU": "<unset>", "SLURM_JOB_ACCOUNT": "acct",
+			"SLURM_JOB_QOS": "normal", "SLURM_JOB_RESERVATION": "", "SLURM_NODE_ALIASES": "n1:10.0.0.1:n1"}},
+		{"no partition", func(m *slurmproto.BatchJobLaunch) { m.Partition = "" },
+			map[string]string{"SLURM_JOB_PARTITION": "(null)"}},
+		{"overcommit and restart", func(m *slurmproto.BatchJobLaunch) { m.Overcommit, m.RestartCnt = 1, 2 },
+			map[string]string{"SLURM_OVERCOMMIT": "1", "SLURM_RESTART_COUNT": "2"}},
+		{"arbitrary layout", func(m *slurmproto.BatchJobLaunch) {
+			m.Nodes, m.CPUsPerNode, m.CPUCountReps, m.NTasks = "n[1-2]", []uint16{1}, []uint32{2}, 3
+			m.Environment = append(m.Environment, "SLURM_ARBITRARY_NODELIST=n2,n1,n1")
+		}, map[string]string{"SLURM_TASKS_PER_NODE": "2,1"}},
+		{"bad arbitrary list stops early", func(m *slurmproto.BatchJobLaunch) {
+			m.NTasks = 2
+			m.Environment = append(m.Environment, "SLURM_ARBITRARY_NODELIST=n1")
+		}, map[string]string{"SLURM_TASKS_PER_NODE": "<unset>", "SLURM_MEM_PER_CPU": "<unset>"}},
+		{"conf server removed, SLURM_CONF forced", func(m *slurmproto.BatchJobLaunch) {
+			m.Environment = append(m.Environment, "SLURM_CONF_SERVER=x:6817", "SLURM_CONF=/other")
+		}, map[string]string{"SLURM_CONF_SERVER": "<unset>", "SLURM_CONF": "/tmp/ti-42451093/slurm.conf"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := job7()
+			tc.edit(m)
+			env := taskEnvForJob7(m)
+			for k, v := range tc.want {
+				if got := get(env, k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+func TestTaskLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  layoutRequest
+		want string
+	}{
+		{"block", layoutRequest{NodeList: "n[1-3]", NumHosts: 3, NumTasks: 5, CPUsPerNode: []uint16{2, 1}, CPUCountReps: []uint32{2, 1}, CPUsPerTask: 1}, "2(x2),1"},
+		{"block evens out", layoutRequest{NodeList: "n[1-2]", NumHosts: 2, NumTasks: 4, CPUsPerNode: []uint16{4}, CPUCountReps: []uint32{2}, CPUsPerTask: 1}, "2(x2)"},
+		{"pack nodes", layoutRequest{NodeList: "n[1-2]", NumHosts: 2, NumTasks: 4, CPUsPerNode: []uint16{4}, CPUCountReps: []uint32{2}, CPUsPerTask: 1, PackNodes: true}, "3,1"},
+		{"oversubscribed", layoutRequest{NodeList: "n[1-2]", NumHosts: 2, NumTasks: 5, CPUsPerNode: []uint16{1}, CPUCountReps: []uint32{2}, CPUsPerTask: 1}, "3,2"},
+		{"cpus per task", layoutRequest{NodeList: "n1", NumHosts: 1, NumTasks: 2, CPUsPerNode: []uint16{4}, CPUCountReps: []uint32{1}, CPUsPerTask: 2}, "2"},
+		{"zero tasks", layoutRequest{NodeList: "n[1-2]", NumHosts: 2, NumTasks: 0, CPUsPerNode: []uint16{1}, CPUCountReps: []uint32{2}, CPUsPerTask: 1}, "0(x2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tasks, err := taskLayout(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := uint16ArrayToStr(tasks); got != tc.want {
+				t.Errorf("layout %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,497 @@
+//go:build linux
+
+package stepd
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/cgroup"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Named bounds of the job's end.
+const (
+	// ContainerWaitTimeout bounds waiting for every process of the step to
+	// die after SIGKILL (proctrack_g_wait).
+	ContainerWaitTimeout = 2 * time.Minute
+	// SocketDrainTimeout bounds waiting for open socket connections before
+	// the step manager exits (STEPD_MESSAGE_COMP_WAIT).
+	SocketDrainTimeout = 3 * time.Second
+)
+
+// run is job_manager plus batch_finish and stepd_cleanup: it runs the
+// script, reports its end to slurmctld and tears the step down.
+func (s *Step) run() {
+	if err := proc.SetOOMScoreAdj(0, -1000); err != nil {
+		s.log.Debug("oom_score_adj", "error", err)
+	}
+	if err := proc.SetChildSubreaper(); err != nil {
+		s.log.Warn("cannot become child subreaper", "error", err)
+	}
+	s.reaper = proc.NewReaper()
+	defer s.reaper.Stop()
+
+	rc := s.jobManager()
+	s.setState(stepapi.StateEnding)
+	s.killAll()
+	s.batchFinish(rc)
+	s.closeSocket()
+	if s.cg != nil {
+		if err := s.cg.Remove(); err != nil {
+			s.log.Warn("cgroup removal", "error", err)
+		}
+	}
+	s.log.Info("done with job")
+}
+
+// jobManager starts the script and waits for it; it returns the slurm_rc
+// for the completion message (non-zero only when the launch itself failed,
+// which drains the node).
+func (s *Step) jobManager() uint32 {
+	s.makeCgroup()
+
+	// set_umask: SLURM_UMASK applies to the stdio files and the job, and
+	// is removed from a batch job's environment.
+	umask := -1
+	if v, ok := s.env.Get("SLURM_UMASK"); ok {
+		if m, err := strconv.ParseInt(v, 8, 32); err == nil {
+			umask = int(m)
+		} else if m, ok := cStrtol8(v); ok {
+			umask = m
+		}
+		s.env.Unset("SLURM_UMASK")
+	}
+	var nice *int
+	if s.spec.PropagatePrioProcess != 0 {
+		nice = s.prioProcess()
+	}
+
+	files, chdirErr, err := s.openStdio(umask)
+	if err != nil {
+		// IO setup failed: the script never runs and its "exit status" is
+		// the error code; slurm_rc stays 0 so the node is not drained.
+		s.log.Error("IO setup failed", "error", err)
+		s.mu.Lock()
+		s.exited, s.estatus = true, slurmproto.ESlurmdIOError
+		s.mu.Unlock()
+		return 0
+	}
+	s.mu.Lock()
+	s.stderr = files[2]
+	s.mu.Unlock()
+	if chdirErr != nil {
+		// The parent's chdir as the user (mgr.c _fork_all_tasks); the
+		// task tries again and says so a second time, as stock does.
+		s.errorLine("couldn't chdir to `%s': %s: going to /tmp instead", s.cwd, strerror(chdirErr))
+	}
+	defer files[0].Close()
+	defer files[1].Close()
+
+	self, err := s.opts.selfPath()
+	if err != nil {
+		s.log.Error("cannot find own binary", "error", err)
+		return slurmproto.ESlurmdExecveFailed
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return slurmproto.ESlurmdExecveFailed
+	}
+	cmd := exec.Command(self, stepapi.CmdTask)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+	cmd.ExtraFiles = []*os.File{cfgR}
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	exitCh, err := s.reaper.Start(cmd)
+	cfgR.Close()
+	if err != nil {
+		cfgW.Close()
+		s.errorLine("child fork: %s", strerror(err))
+		return slurmproto.ESlurmdExecveFailed
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	s.mu.Lock()
+	s.pid = pid
+	s.mu.Unlock()
+	s.log.Info("task 0 started", "pid", pid)
+
+	if s.cg != nil {
+		if err := s.cg.AddPID(pid); err != nil {
+			// proctrack_g_add failure aborts the launch.
+			s.log.Error("proctrack add", "pid", pid, "error", err)
+			cfgW.Close()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			s.recordExit(<-exitCh)
+			return slurmproto.ESlurmdExecveFailed
+		}
+	}
+	cfg := s.taskConfig(pid, umask, nice)
+	b, _ := json.Marshal(cfg)
+	err = writeFrameTo(cfgW, b)
+	cfgW.Close()
+	if err != nil {
+		s.log.Error("release task", "error", err)
+	}
+	s.setState(stepapi.StateRunning)
+
+	e := <-exitCh
+	s.recordExit(e)
+	s.log.Info("task 0 exited", "status", uint32(e.Status))
+	s.taskEpilog()
+	s.checkOOM()
+	return 0
+}
+
+func (s *Step) recordExit(e proc.Exit) {
+	s.mu.Lock()
+	s.exited, s.estatus = true, int32(e.Status)
+	s.mu.Unlock()
+}
+
+// makeCgroup creates the step's cgroup and sets the job's memory limit
+// from the credential; failures leave tracking to session and pgid.
+func (s *Step) makeCgroup() {
+	if s.spec.NoCgroup {
+		return
+	}
+	root := s.spec.CgroupRoot
+	if root == "" {
+		root = "tiee/" + s.spec.NodeName
+	}
+	m, err := s.opts.cgroupManager(root)
+	if err != nil {
+		s.log.Warn("no cgroups", "error", err)
+	}
+	if m == nil || m.Kind() == cgroup.KindNone {
+		return
+	}
+	cg, err := m.Create(s.id.JobID, "batch")
+	if err != nil {
+		s.log.Warn("cgroup create", "error", err)
+		return
+	}
+	s.cg = cg
+	s.log.Debug("cgroup", "kind", m.Kind(), "path", cg.Path())
+	if s.spec.IgnoreMemoryLimit || s.jobMemMiB == 0 {
+		return
+	}
+	if err := cg.SetMemoryLimit(s.jobMemMiB << 20); err != nil {
+		lvl := s.log.Warn
+		if errors.Is(err, cgroup.ErrNotSupported) {
+			lvl = s.log.Debug
+		}
+		lvl("memory limit not enforced", "mib", s.jobMemMiB, "error", err)
+	}
+}
+
+// prioProcess is mgr.c _set_prio_process: the nice value to run at, taken
+// out of the environment.
+func (s *Step) prioProcess() *int {
+	v, ok := s.env.Get("SLURM_PRIO_PROCESS")
+	prio := 0
+	if !ok {
+		s.errorLine("Couldn't find SLURM_PRIO_PROCESS in environment")
+	} else {
+		s.env.Unset("SLURM_PRIO_PROCESS")
+		prio = cAtoi(v)
+	}
+	if s.spec.PropagatePrioProcess == 2 { // PROP_PRIO_NICER
+		if cur, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err == nil {
+			// The raw syscall returns 20-nice.
+			prio = max(prio, 20-cur+1)
+		}
+	}
+	return &prio
+}
+
+// openStdio opens the task's stdin, stdout and stderr as the user (file
+// system identity and umask of the user on a private thread), with
+// open_mode or JobFileAppend deciding append or truncate (io.c).
+func (s *Step) openStdio(umask int) (files [3]*os.File, chdirErr, err error) {
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	switch s.msg.OpenMode {
+	case slurmproto.OpenModeAppend:
+	case slurmproto.OpenModeTruncate:
+		flags |= os.O_TRUNC
+	default:
+		if !s.spec.JobFileAppend {
+			flags |= os.O_TRUNC
+		}
+	}
+	err = proc.DoAs(proc.Cred{UID: s.uid, GID: s.gid, Groups: s.gids}, umask, func() error {
+		var err error
+		if files[0], err = os.OpenFile(s.inName, os.O_RDONLY, 0); err != nil {
+			return err
+		}
+		if files[1], err = os.OpenFile(s.outName, flags, 0o666); err != nil {
+			files[0].Close()
+			return err
+		}
+		if files[2], err = os.OpenFile(s.errName, flags, 0o666); err != nil {
+			files[0].Close()
+			files[1].Close()
+			return err
+		}
+		chdirErr = syscall.Chdir(s.cwd) // on this thread only
+		return nil
+	})
+	return files, chdirErr, err
+}
+
+// taskConfig is what the task helper needs for the batch script.
+func (s *Step) taskConfig(pid, umask int, nice *int) taskConfig {
+	argv := append([]string(nil), s.msg.Argv...)
+	if len(argv) == 0 {
+		argv = []string{s.script}
+	} else {
+		argv[0] = s.script
+	}
+	prop, err := proc.ParsePropagate(s.spec.PropagateResourceLimits, s.spec.PropagateResourceLimitsExcept)
+	if err != nil {
+		s.log.Error("bad PropagateResourceLimits", "error", err)
+		prop, _ = proc.ParsePropagate("", "")
+	}
+	env := BatchTaskEnv(s.env, TaskEnvConfig{
+		ConfFile:       s.spec.ConfFile,
+		CPUsOnNode:     s.cpus,
+		Overcommit:     s.msg.Overcommit != 0,
+		JobID:          s.id.JobID,
+		TaskPID:        pid,
+		GTIDs:          "0",
+		RestartCount:   s.msg.RestartCnt,
+		UID:            s.uid,
+		GID:            s.gid,
+		UserName:       s.userName,
+		WorkingCluster: s.spec.WorkingCluster,
+		NodeName:       s.spec.NodeName,
+	})
+	return taskConfig{
+		Mode: modeJob, NodeName: s.spec.NodeName, JobID: s.id.JobID,
+		UID: s.uid, GID: s.gid, Groups: s.gids,
+		Cwd: s.cwd, Argv: argv, Env: env,
+		Umask: umask, Nice: nice, Propagate: prop,
+		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
+		TaskProlog: s.spec.TaskProlog,
+	}
+}
+
+// taskEpilog runs TaskEpilog as the user after the script exited, with the
+// job environment plus SLURM_SCRIPT_CONTEXT and SLURMD_NODENAME, its
+// stdout discarded and its stderr in the job's (mgr.c _wait_for_any_task).
+func (s *Step) taskEpilog() {
+	if s.spec.TaskEpilog == "" {
+		return
+	}
+	env := append(Env(nil), s.env...)
+	env.Setenvf("SLURM_SCRIPT_CONTEXT", "epilog_task")
+	env.Setenvf("SLURMD_NODENAME", s.spec.NodeName)
+	st, err := s.runAsUser(s.spec.TaskEpilog, env)
+	if err != nil {
+		s.errorLine("executing slurm task_epilog: %s", strerror(err))
+	} else if st != 0 {
+		s.errorLine("--task-epilog failed status=%d", st)
+	}
+}
+
+// runAsUser runs path through the task helper in script mode and waits.
+func (s *Step) runAsUser(path string, env Env) (int, error) {
+	self, err := s.opts.selfPath()
+	if err != nil {
+		return 0, err
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(self, stepapi.CmdTask)
+	s.mu.Lock()
+	cmd.Stderr = s.stderr
+	s.mu.Unlock()
+	cmd.ExtraFiles = []*os.File{cfgR}
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	exitCh, err := s.reaper.Start(cmd)
+	cfgR.Close()
+	if err != nil {
+		cfgW.Close()
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	if s.cg != nil {
+		_ = s.cg.AddPID(pid)
+	}
+	b, _ := json.Marshal(taskConfig{
+		Mode: modeScript, NodeName: s.spec.NodeName, JobID: s.id.JobID,
+		UID: s.uid, GID: s.gid, Groups: s.gids, Cwd: s.cwd,
+		Argv: []string{path}, Env: env, Umask: -1,
+	})
+	_ = writeFrameTo(cfgW, b)
+	cfgW.Close()
+	e := <-exitCh
+	_ = proc.KillPG(pid, syscall.SIGKILL)
+	return int(e.Status), nil
+}
+
+// checkOOM is task/cgroup's post-term check: OOM kills in the job's
+// cgroup turn the job's status into SIG_OOM.
+func (s *Step) checkOOM() {
+	if s.cg == nil || s.spec.IgnoreMemoryLimit || s.jobMemMiB == 0 {
+		return
+	}
+	n, err := s.cg.OOMKills()
+	if err != nil || n == 0 {
+		return
+	}
+	s.errorLine("Detected %d oom-kill event(s) in StepId=%d.batch. Some of your processes may have been killed by the cgroup out-of-memory handler.", n, s.id.JobID)
+	s.mu.Lock()
+	s.oom = true
+	s.mu.Unlock()
+}
+
+// containerPIDs lists every live process of the step: its cgroup, its
+// session and process group, and every descendant of this step manager
+// (orphans re-parent to it as child subreaper). Never this process.
+func (s *Step) containerPIDs() []int {
+	s.mu.Lock()
+	pid := s.pid
+	s.mu.Unlock()
+	seen := map[int]bool{}
+	var out []int
+	self := os.Getpid()
+	add := func(p int) {
+		if p > 0 && p != self && !seen[p] && proc.Alive(p) {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	if s.cg != nil {
+		if pids, err := s.cg.PIDs(); err == nil {
+			for _, p := range pids {
+				add(p)
+			}
+		}
+	}
+	if tree, err := proc.Tree(self, pid, pid); err == nil {
+		for _, p := range tree {
+			add(p)
+		}
+	}
+	return out
+}
+
+// hasPID is proctrack_g_has_pid.
+func (s *Step) hasPID(pid int) bool {
+	for _, p := range s.containerPIDs() {
+		if p == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// signalContainer is proctrack_g_signal: sig to every process of the step.
+func (s *Step) signalContainer(sig syscall.Signal) error {
+	if sig == syscall.SIGKILL && s.cg != nil {
+		_ = s.cg.Kill()
+	}
+	return proc.Signal(s.containerPIDs(), sig)
+}
+
+// killAll sends SIGKILL to everything left once the script has exited and
+// waits for it to be gone (bounded by ContainerWaitTimeout).
+func (s *Step) killAll() {
+	deadline := time.Now().Add(ContainerWaitTimeout)
+	delay := 5 * time.Millisecond
+	for {
+		pids := s.containerPIDs()
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.log.Error("processes survive SIGKILL", "pids", pids)
+			return
+		}
+		_ = s.signalContainer(syscall.SIGKILL)
+		time.Sleep(delay)
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// jobRC is the job_rc of the completion message: the script's raw wait
+// status, or SIG_OOM after OOM kills.
+func (s *Step) jobRC() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.oom {
+		return uint32(slurmproto.SigOOM)
+	}
+	return uint32(s.estatus)
+}
+
+// batchFinish is mgr.c batch_finish: remove the script, report the end to
+// slurmctld (unless aborted), then remove the batch directory.
+func (s *Step) batchFinish(slurmRC uint32) {
+	if err := os.Remove(s.script); err != nil {
+		s.log.Error("unlink script", "path", s.script, "error", err)
+	}
+	s.mu.Lock()
+	aborted := s.aborted
+	s.mu.Unlock()
+	if aborted {
+		s.log.Info("job abort completed")
+	} else {
+		jobRC := s.jobRC()
+		s.log.Info("job completed", "slurm_rc", slurmRC, "job_rc", jobRC)
+		if err := s.sendComplete(jobRC, slurmRC); err != nil {
+			s.log.Error("unable to send job complete message", "error", err)
+		}
+	}
+	if err := syscall.Rmdir(s.batchDir); err != nil && err != syscall.ENOENT {
+		s.log.Error("rmdir batch dir", "path", s.batchDir, "error", err)
+	}
+}
+
+// cAtoi is atoi: leading blanks, sign, digits; 0 if none.
+func cAtoi(s string) int {
+	i := 0
+	for i < len(s) && isCSpace(s[i]) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	v := 0
+	for i < len(s) && isDigit(s[i]) {
+		v = v*10 + int(s[i]-'0')
+		i++
+	}
+	if neg {
+		return -v
+	}
+	return v
+}
+
+// cStrtol8 is strtol(s, NULL, 8) for values ParseInt refuses (trailing junk).
+func cStrtol8(s string) (int, bool) {
+	i := 0
+	for i < len(s) && isCSpace(s[i]) {
+		i++
+	}
+	v := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '7' {
+		v = v*8 + int(s[i]-'0')
+		i++
+	}
+	return v, true
+}

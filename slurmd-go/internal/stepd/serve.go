@@ -1,0 +1,228 @@
+//go:build linux
+
+package stepd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/cgroup"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Options tune a step manager; the zero value is production.
+type Options struct {
+	// Ctld reaches slurmctld; nil builds a munge-signing client from the spec.
+	Ctld CtldCaller
+	// CompleteRetry is the batch completion schedule (zero: CompleteBatchRetry).
+	CompleteRetry RetrySchedule
+	// SelfPath is the binary run as the task helper ("" = this executable).
+	SelfPath string
+	// RunningWait overrides RunningWait.
+	RunningWait time.Duration
+	// CgroupManager picks the cgroup hierarchy (nil: cgroup.New probing).
+	CgroupManager func(root string) (cgroup.Manager, error)
+	// Logger overrides the log built from the spec.
+	Logger hclog.Logger
+}
+
+func (o Options) completeRetry() RetrySchedule {
+	if o.CompleteRetry.Attempts <= 0 {
+		return CompleteBatchRetry
+	}
+	return o.CompleteRetry
+}
+
+func (o Options) selfPath() (string, error) {
+	if o.SelfPath != "" {
+		return o.SelfPath, nil
+	}
+	return os.Executable()
+}
+
+func (o Options) runningWait() time.Duration {
+	if o.RunningWait > 0 {
+		return o.RunningWait
+	}
+	return RunningWait
+}
+
+func (o Options) cgroupManager(root string) (cgroup.Manager, error) {
+	if o.CgroupManager != nil {
+		return o.CgroupManager(root)
+	}
+	return cgroup.New(cgroup.Options{Root: root})
+}
+
+// Main runs a step manager subcommand and returns the exit status.
+func Main(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "usage: slurmstepd-go start|serve")
+		return 2
+	}
+	switch args[0] {
+	case stepapi.CmdStart:
+		return Start()
+	case stepapi.CmdServe:
+		return Serve(Options{})
+	case stepapi.CmdTask:
+		return Task()
+	}
+	fmt.Fprintf(os.Stderr, "slurmstepd-go: unknown command %q\n", args[0])
+	return 2
+}
+
+// Start is "slurmstepd-go start": it execs "serve" in a new session with
+// its stdin (spec, then ack) and stdout (report) as fds 3 and 4, and exits
+// at once, so the step manager is re-parented to init.
+func Start() int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slurmstepd-go start: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(self, stepapi.CmdServe)
+	cmd.ExtraFiles = []*os.File{os.Stdin, os.Stdout}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "slurmstepd-go start: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Serve is "slurmstepd-go serve" on the fds Start passes.
+func Serve(o Options) int {
+	_ = syscall.SetNonblock(3, true) // so the ack wait can have a deadline
+	in := os.NewFile(3, "spec")
+	rep := os.NewFile(4, "report")
+	if in == nil || rep == nil {
+		fmt.Fprintln(os.Stderr, "slurmstepd-go serve: run by slurmd-go only")
+		return 2
+	}
+	return ServeWith(in, rep, o)
+}
+
+// ServeWith runs a step manager reading the spec and the ack from in and
+// writing its readiness report to rep. It returns when the step is over.
+func ServeWith(in *os.File, rep io.WriteCloser, o Options) int {
+	// Like slurmstepd, ignore the signals a terminal or an admin's kill
+	// would send, without SIG_IGN (which the job would inherit).
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
+		syscall.SIGPIPE, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTSTP)
+	go func() {
+		for range sigs {
+		}
+	}()
+
+	report := func(r stepapi.Report) {
+		if err := stepapi.WriteReport(rep, r); err != nil && o.Logger != nil {
+			o.Logger.Error("report to slurmd-go", "error", err)
+		}
+		rep.Close()
+	}
+	spec, err := stepapi.ReadSpec(in)
+	if err != nil {
+		report(stepapi.Report{RC: slurmproto.ESlurmdSetupEnvironmentError, Error: err.Error()})
+		return 1
+	}
+	log := o.Logger
+	if log == nil {
+		l, closer, err := logging.New("", logging.Options{File: spec.LogFile, Level: spec.LogLevel})
+		if err != nil {
+			l, closer, _ = logging.New("", logging.Options{Level: spec.LogLevel})
+		}
+		if closer != nil {
+			defer closer.Close()
+		}
+		log = l
+	}
+	log = log.Named("stepd")
+	if o.Ctld == nil {
+		c, err := newCtld(spec, log)
+		if err != nil {
+			log.Error("slurmctld client", "error", err)
+			report(stepapi.Report{RC: slurmproto.ESlurmdSetupEnvironmentError, Error: err.Error()})
+			return 1
+		}
+		o.Ctld = c
+	}
+	s, err := newStep(spec, o, log)
+	if err != nil {
+		log.Error("batch script setup failed", "error", err)
+		report(stepapi.Report{RC: setupRC(err), Error: err.Error()})
+		return 1
+	}
+	report(stepapi.Report{PID: os.Getpid(), Socket: s.sockPath})
+	if !waitAck(in, stepapi.AckTimeout) {
+		log.Error("slurmd-go did not acknowledge the launch; not running the job")
+		s.closeSocket()
+		s.removeBatchScript()
+		return 1
+	}
+	in.Close()
+	s.log.Info("launching batch job", "uid", s.uid)
+	s.run()
+	return 0
+}
+
+func waitAck(in *os.File, timeout time.Duration) bool {
+	_ = in.SetReadDeadline(time.Now().Add(timeout))
+	var b [1]byte
+	n, err := in.Read(b[:])
+	return err == nil && n == 1
+}
+
+// newCtld is the slurmctld client of the step manager: munge from the spec.
+func newCtld(spec *stepapi.StartSpec, log hclog.Logger) (CtldCaller, error) {
+	m, err := munge.New(munge.Options{Socket: spec.MungeSocket, TTL: spec.MungeTTL, AllowReplay: spec.MungeAllowReplay, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	cfg := ctld.Config{
+		Hosts:          spec.CtldHosts,
+		MessageTimeout: spec.MessageTimeout,
+		HashPolicy:     auth.HashPolicy{BlockNullHash: spec.BlockNullHash, BlockZeroHash: spec.BlockZeroHash},
+	}
+	if cfg.MessageTimeout <= 0 {
+		cfg.MessageTimeout = 10 * time.Second
+	}
+	return ctld.New(m, func() ctld.Config { return cfg }, log), nil
+}
+
+// Length-prefixed frames on the helper's config pipe.
+
+func writeFrameTo(w io.Writer, b []byte) error {
+	out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
+	_, err := w.Write(append(out, b...))
+	return err
+}
+
+func readFrameFrom(r io.Reader) ([]byte, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(lb[:])
+	if n > stepapi.MaxSpecSize {
+		return nil, fmt.Errorf("stepd: frame of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}

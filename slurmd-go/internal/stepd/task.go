@@ -1,0 +1,432 @@
+//go:build linux
+
+package stepd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
+)
+
+// The task helper is the step manager binary run as "slurmstepd-go task":
+// the step manager starts it (as root, in the job's session), places it in
+// the job's cgroup, then sends it a taskConfig on fd 3; the helper becomes
+// the user and execs the batch script (or TaskEpilog) in place, so the
+// job's pid is the helper's. This is what slurmstepd's child does between
+// fork and exec (mgr.c _fork_all_tasks, task.c exec_task), which Go cannot
+// do in a forked child.
+
+// Task helper modes.
+const (
+	modeJob    = "job"    // the batch script: TaskProlog, TMPDIR, rlimits, exec
+	modeScript = "script" // TaskEpilog: become the user, chdir, exec
+)
+
+// taskConfig is what the step manager sends the helper.
+type taskConfig struct {
+	Mode     string   `json:"mode"`
+	NodeName string   `json:"node_name"` // for "slurmstepd-<node>: error:" lines
+	JobID    uint32   `json:"job_id"`
+	UID      uint32   `json:"uid"`
+	GID      uint32   `json:"gid"`
+	Groups   []uint32 `json:"groups"`
+	Cwd      string   `json:"cwd"`
+	Argv     []string `json:"argv"`
+	Env      []string `json:"env"`
+	Umask    int      `json:"umask"` // -1: inherited
+	Nice     *int     `json:"nice,omitempty"`
+	// Propagate says which limits slurm.conf propagates (by RlimitTable name).
+	Propagate   map[string]bool `json:"propagate"`
+	StepMemMiB  uint64          `json:"step_mem_mib"`
+	VSizeFactor uint16          `json:"vsize_factor"`
+	TaskProlog  string          `json:"task_prolog"`
+}
+
+// taskConfigFD is the helper's config pipe.
+const taskConfigFD = 3
+
+// Task is the helper's main: it never returns on success (exec).
+func Task() int {
+	f := os.NewFile(taskConfigFD, "config")
+	b, err := readFrameFrom(f)
+	f.Close()
+	var c taskConfig
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		// The step manager went away before releasing us: do nothing.
+		return 1
+	}
+	t := &taskRun{c: c, env: Env(c.Env), stderr: os.Stderr}
+	if c.Mode == modeScript {
+		return t.script()
+	}
+	return t.job()
+}
+
+type taskRun struct {
+	c      taskConfig
+	env    Env
+	stderr io.Writer
+}
+
+// errorf writes a stock-style error line to the task's stderr (the job's
+// stderr file): "slurmstepd-<node>: error: ...".
+func (t *taskRun) errorf(format string, args ...any) {
+	fmt.Fprintf(t.stderr, "slurmstepd-%s: error: %s\n", t.c.NodeName, fmt.Sprintf(format, args...))
+}
+
+func (t *taskRun) becomeUser() error {
+	groups := make([]int, len(t.c.Groups))
+	for i, g := range t.c.Groups {
+		groups[i] = int(g)
+	}
+	if len(groups) == 0 {
+		groups = []int{int(t.c.GID)}
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setregid(int(t.c.GID), int(t.c.GID)); err != nil {
+		return fmt.Errorf("setregid: %w", err)
+	}
+	if err := syscall.Setreuid(int(t.c.UID), int(t.c.UID)); err != nil {
+		return fmt.Errorf("setreuid: %w", err)
+	}
+	return nil
+}
+
+func (t *taskRun) job() int {
+	_ = proc.SetOOMScoreAdj(0, 0) // the tasks may be killed by OOM
+	if t.c.Nice != nil {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, *t.c.Nice); err != nil {
+			t.errorf("setpriority(PRIO_PROCESS, %d): %s", *t.c.Nice, strerror(err))
+		}
+	}
+	// slurmd raises these soft limits to their maximum at startup and its
+	// children inherit them (slurmd.c, rlimits_use_max_nofile).
+	for _, r := range []int{unix.RLIMIT_CPU, unix.RLIMIT_CORE, unix.RLIMIT_NOFILE} {
+		var l syscall.Rlimit
+		if syscall.Getrlimit(r, &l) == nil {
+			// Always set: syscall.Setrlimit(RLIMIT_NOFILE) also stops Go
+			// from restoring its original soft limit at exec.
+			l.Cur = l.Max
+			_ = syscall.Setrlimit(r, &l)
+		}
+	}
+	if err := t.becomeUser(); err != nil {
+		t.errorf("_become_user failed: %s", strerror(err))
+		return 1
+	}
+	if err := os.Chdir(t.c.Cwd); err != nil {
+		t.errorf("couldn't chdir to `%s': %s: going to /tmp instead", t.c.Cwd, strerror(err))
+		if err := os.Chdir("/tmp"); err != nil {
+			t.errorf("couldn't chdir to /tmp either. dying.")
+			return 1
+		}
+	}
+	if t.c.Umask >= 0 {
+		syscall.Umask(t.c.Umask)
+	}
+	if t.c.TaskProlog != "" {
+		t.env.Setenvf("SLURM_SCRIPT_CONTEXT", "prolog_task")
+		if status := t.runTaskProlog(); status != 0 {
+			t.errorf("TaskProlog failed status=%d", status)
+			return status
+		}
+	}
+	t.makeTmpdir()
+	if len(t.c.Argv) == 0 || t.c.Argv[0] == "" {
+		t.errorf("No executable program specified for this task")
+		return 2
+	}
+	if !t.setUserLimits() {
+		return 5
+	}
+	return t.exec(t.c.Argv[0])
+}
+
+func (t *taskRun) script() int {
+	if err := t.becomeUser(); err != nil {
+		t.errorf("run_script_as_user _become_user failed: %s", strerror(err))
+		return 127
+	}
+	if err := os.Chdir(t.c.Cwd); err != nil {
+		t.errorf("run_script_as_user: couldn't change working dir to %s: %s", t.c.Cwd, strerror(err))
+	}
+	for {
+		err := syscall.Exec(t.c.Argv[0], t.c.Argv, t.env)
+		t.errorf("execve(%s): %s", t.c.Argv[0], strerror(err))
+		if err != syscall.ENFILE && err != syscall.ENOMEM {
+			return 127
+		}
+	}
+}
+
+// exec is the end of exec_task: execve, or stock's error report and
+// _exit(errno).
+func (t *taskRun) exec(path string) int {
+	resetIgnoredSignals()
+	err := syscall.Exec(path, t.c.Argv, t.env)
+	errno, _ := err.(syscall.Errno)
+	if errno == syscall.ENOENT {
+		if f, oerr := os.Open(path); oerr == nil {
+			buf := make([]byte, 256)
+			n, _ := f.Read(buf)
+			f.Close()
+			if n >= 3 && string(buf[:2]) == "#!" {
+				line := string(buf[2:min(n, 255)])
+				if i := strings.IndexByte(line, '\n'); i >= 0 {
+					line = line[:i]
+				}
+				t.errorf("execve(): bad interpreter(%s): %s", line, strerror(err))
+				return int(errno)
+			}
+		}
+	}
+	t.errorf("execve(): %s: %s", path, strerror(err))
+	if errno == 0 {
+		return 1
+	}
+	return int(errno)
+}
+
+// resetIgnoredSignals gives the job default dispositions for signals this
+// process inherited as ignored (a daemon started under nohup ignores
+// SIGHUP; Go keeps SIGHUP and SIGINT ignored and exec keeps SIG_IGN).
+// Stock jobs never inherit ignored signals: slurmd and slurmstepd install
+// handlers, which exec resets.
+func resetIgnoredSignals() {
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGPIPE,
+		syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU} {
+		var old sigaction
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if old.handler == 1 { // SIG_IGN
+			dfl := sigaction{}
+			unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+		}
+	}
+}
+
+// sigaction is the kernel's struct sigaction on amd64 and arm64 (handler,
+// flags, restorer, mask); only the handler is looked at or set (SIG_DFL).
+type sigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// makeTmpdir is task.c _make_tmpdir (as the user).
+func (t *taskRun) makeTmpdir() {
+	dir, ok := t.env.Get("TMPDIR")
+	if !ok {
+		t.env.Setenvf("TMPDIR", "/tmp")
+		return
+	}
+	err := os.Mkdir(dir, 0o700)
+	if err == nil {
+		return
+	}
+	st, serr := os.Stat(dir)
+	switch {
+	case serr != nil:
+		t.errorf("Unable to create TMPDIR [%s]: %s", dir, strerror(err))
+	case !st.IsDir():
+		t.errorf("TMPDIR [%s] is not a directory", dir)
+	case unix.Faccessat(unix.AT_FDCWD, dir, unix.X_OK|unix.W_OK, unix.AT_EACCESS) != nil:
+		t.errorf("TMPDIR [%s] is not writeable", dir)
+	default:
+		return
+	}
+	t.errorf("Setting TMPDIR to /tmp")
+	t.env.Setenvf("TMPDIR", "/tmp")
+}
+
+// runTaskProlog runs the TaskProlog as the user with the task's
+// environment (run_command: stdin /dev/null, stdout and stderr captured, own
+// process group) and applies its "export", "unset" and "print" lines. It
+// returns the exit status, 1 if it did not exit normally.
+func (t *taskRun) runTaskProlog() int {
+	cmd := exec.Command(t.c.TaskProlog)
+	cmd.Args = []string{t.c.TaskProlog}
+	cmd.Env = t.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.Exited():
+	default:
+		t.errorf("slurm task_prolog did not exit normally. reason: %s", out.String())
+		return 1
+	}
+	t.applyPrologOutput(out.String())
+	return cmd.ProcessState.ExitCode()
+}
+
+// applyPrologOutput is task.c _proc_stdout.
+func (t *taskRun) applyPrologOutput(out string) {
+	for _, line := range strings.SplitAfter(out, "\n") {
+		body := strings.TrimSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(body, "print "):
+			rest := strings.TrimLeft(body[6:], " \t\n\v\f\r")
+			os.Stdout.WriteString(rest + "\n")
+		case strings.HasPrefix(body, "export "):
+			rest := strings.TrimLeft(body[7:], " \t\n\v\f\r")
+			eq := strings.IndexByte(rest, '=')
+			if eq < 0 {
+				continue
+			}
+			name := strings.TrimRight(rest[:eq], " \t\n\v\f\r")
+			t.env.Setenvf(name, rest[eq+1:])
+		case strings.HasPrefix(body, "unset "):
+			name := strings.TrimLeft(body[6:], " \t\n\v\f\r")
+			name = strings.TrimRight(name, " \t\n\v\f\r")
+			if name != "" {
+				t.env.Unset(name)
+			}
+		}
+	}
+}
+
+// setUserLimits is ulimits.c set_user_limits: the propagated soft limits
+// from SLURM_RLIMIT_* (removed from the environment), then RSS and AS from
+// the step's memory. It reports false where stock exits.
+func (t *taskRun) setUserLimits() bool {
+	var r syscall.Rlimit
+	if syscall.Getrlimit(unix.RLIMIT_CPU, &r) == nil && r.Max != unix.RLIM_INFINITY {
+		t.errorf("Slurm process CPU time limit is %d seconds", int(r.Max))
+	}
+	for _, rl := range proc.RlimitTable {
+		t.setLimit(rl)
+	}
+	mem := t.c.StepMemMiB * 1024 * 1024
+	if mem != 0 && syscall.Getrlimit(unix.RLIMIT_RSS, &r) == nil && r.Max > mem {
+		r.Max, r.Cur = mem, mem
+		if err := syscall.Setrlimit(unix.RLIMIT_RSS, &r); err != nil {
+			t.errorf("setrlimit(RLIMIT_RSS, %d MB): %s", t.c.StepMemMiB, strerror(err))
+			return false
+		}
+	}
+	if mem != 0 && t.c.VSizeFactor != 0 && syscall.Getrlimit(unix.RLIMIT_AS, &r) == nil && r.Max > mem {
+		r.Max = uint64(float64(mem) * (float64(t.c.VSizeFactor) / 100.0))
+		r.Cur = r.Max
+		if err := syscall.Setrlimit(unix.RLIMIT_AS, &r); err != nil {
+			t.errorf("setrlimit(RLIMIT_AS, %d MB): %s", t.c.StepMemMiB, strerror(err))
+			return false
+		}
+	}
+	return true
+}
+
+func (t *taskRun) setLimit(rl proc.RlimitInfo) {
+	name := RlimitEnvName(rl.Name)
+	val, ok := t.env.Get(name)
+	if !ok {
+		return
+	}
+	user := strings.HasPrefix(val, "U")
+	num := strings.TrimPrefix(val, "U")
+	v, ok := cStrtoul(num)
+	if !ok {
+		t.errorf("Invalid %s env var, value = `%s'", name, num)
+		return
+	}
+	t.env.Unset(name)
+	if !t.c.Propagate[rl.Name] && !user {
+		return
+	}
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(rl.Resource, &r); err != nil {
+		t.errorf("getrlimit(RLIMIT_%s): %s", rl.Name, strerror(err))
+		return
+	}
+	if r.Cur == v {
+		return
+	}
+	r.Cur = v
+	if !user && r.Cur > r.Max {
+		r.Cur = r.Max
+	}
+	// syscall.Setrlimit (not x/sys) so Go does not restore its original
+	// RLIMIT_NOFILE at exec.
+	if err := syscall.Setrlimit(rl.Resource, &r); err != nil && user {
+		shown := strconv.FormatUint(r.Cur, 10)
+		if r.Cur == unix.RLIM_INFINITY {
+			shown = "'unlimited'"
+		}
+		t.errorf("Can't propagate RLIMIT_%s of %s from submit host: %s", rl.Name, shown, strerror(err))
+	}
+}
+
+// cStrtoul parses like strtoul(s, &end, 10) followed by a check that the
+// whole string was used (leading blanks and a sign allowed; an empty
+// string is 0).
+func cStrtoul(s string) (uint64, bool) {
+	i := 0
+	for i < len(s) && isCSpace(s[i]) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	start := i
+	var v uint64
+	for i < len(s) && isDigit(s[i]) {
+		d := uint64(s[i] - '0')
+		if v > (^uint64(0)-d)/10 {
+			v = ^uint64(0)
+		} else if v != ^uint64(0) {
+			v = v*10 + d
+		}
+		i++
+	}
+	if i == start {
+		return 0, len(s) == 0
+	}
+	if i != len(s) {
+		return 0, false
+	}
+	if neg && v != ^uint64(0) {
+		v = -v
+	}
+	return v, true
+}
+
+// strerror renders err like glibc's strerror (%m): Go's errno texts are
+// glibc's with a lower-case first letter.
+func strerror(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		s := errno.Error()
+		if s != "" {
+			return strings.ToUpper(s[:1]) + s[1:]
+		}
+	}
+	if err == nil {
+		return "Success"
+	}
+	return err.Error()
+}
