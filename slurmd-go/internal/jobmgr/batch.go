@@ -97,9 +97,13 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.StartSpec {
 	cfg := m.cfg()
 	c := cfg.Conf
+	// SLURM_WORKING_CLUSTER names the controller's address (its ControlAddr).
 	ctldHost := "localhost"
 	if len(c.SlurmctldHost) > 0 {
-		ctldHost = c.SlurmctldHost[0].Name
+		ctldHost = c.SlurmctldHost[0].Addr
+		if ctldHost == "" {
+			ctldHost = c.SlurmctldHost[0].Name
+		}
 	}
 	selectID := slurmproto.SelectPluginConsTres
 	switch c.SelectType {

@@ -149,8 +149,7 @@ func (m *Manager) runScript(ctx context.Context, kind, path string, env []string
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path)
-	cmd.Env = env
-	cmd.Dir = "/"
+	cmd.Env = env // the daemon's working directory is kept, as slurmd's is
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
