@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -146,4 +147,25 @@ func (c *Config) MessageTimeout() time.Duration {
 		return 10 * time.Second
 	}
 	return c.Conf.MessageTimeout
+}
+
+// ConstrainRAMSpace reports cgroup.conf's ConstrainRAMSpace=yes: with
+// TaskPlugin=task/cgroup, slurmd then caps a job's memory at what its
+// credential allows. cgroup.conf sits beside slurm.conf; its absence means
+// the 22.05 default (no).
+func (c *Config) ConstrainRAMSpace() bool {
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(c.Conf.File), "cgroup.conf"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "ConstrainRAMSpace") {
+			return strings.EqualFold(strings.TrimSpace(v), "yes")
+		}
+	}
+	return false
 }

@@ -2,8 +2,13 @@ package jobmgr
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -73,6 +78,7 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		UserName: credUser(msg.Cred), WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 		Partition: msg.Partition, AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 	}); rc != 0 {
+		m.prologError(msg, j.prologStatus)
 		return rc
 	}
 	if m.revoked(msg.JobID) {
@@ -139,9 +145,13 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		WorkingCluster:                fmt.Sprintf("%s:%s:%d:%d:%d", c.ClusterName, ctldHost, c.SlurmctldPort, slurmproto.Version2205, selectID),
 		TopologyAddr:                  cfg.NodeName,
 		TopologyPattern:               "node",
-		NoCgroup:                      c.ProctrackType != "proctrack/cgroup",
-		ProtocolVersion:               version,
-		LaunchBody:                    raw,
+		// Every job is tracked in a cgroup where the machine offers one,
+		// whatever ProctrackType says: no child escapes a kill.
+		NoCgroup: false,
+		// Memory is capped only where stock slurmd caps it.
+		IgnoreMemoryLimit: !(strings.Contains(c.TaskPlugin, "task/cgroup") && cfg.ConstrainRAMSpace()),
+		ProtocolVersion:   version,
+		LaunchBody:        raw,
 	}
 }
 
@@ -181,6 +191,7 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) uint32 {
 		return j.prologRC
 	}
 	st := m.runScript(ctx, "prolog", m.cfg().Conf.Prolog, m.scriptEnv(sj))
+	j.prologStatus = st
 	rc := uint32(0)
 	if st != 0 {
 		rc = slurmproto.ESlurmdPrologFailed
@@ -192,6 +203,29 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) uint32 {
 	m.mu.Unlock()
 	close(done)
 	return rc
+}
+
+// prologError tells the job's owner, in the job's stderr file, that the
+// Prolog failed (_prolog_error); the file is opened as the user.
+func (m *Manager) prologError(msg *slurmproto.BatchJobLaunch, status uint32) {
+	j := fname.JobFor(msg, credUser(msg.Cred), m.cfg().Hostname, slurmproto.CString(msg.WorkDir))
+	_, _, errName := fname.BatchStdio(msg, j)
+	gids := msg.Gids
+	if msg.Cred != nil && len(msg.Cred.Gids) > 0 {
+		gids = msg.Cred.Gids
+	}
+	line := fmt.Sprintf("Error running slurm prolog: %d\n", exitOf(status))
+	err := proc.DoAs(proc.Cred{UID: msg.UID, GID: msg.GID, Groups: gids}, -1, func() error {
+		f, err := os.OpenFile(errName, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(line)
+		return errors.Join(err, f.Close())
+	})
+	if err != nil {
+		m.log.Error("unable to write the prolog error to the job's stderr", "job_id", msg.JobID, "path", errName, "error", err)
+	}
 }
 
 func exitOf(st uint32) int { return int(st>>8) & 0xff }

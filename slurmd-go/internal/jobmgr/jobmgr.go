@@ -65,11 +65,12 @@ type Manager struct {
 // job is what the daemon itself knows of a job on this node; the step
 // managers hold the rest.
 type job struct {
-	uid, gid   uint32
-	revoked    bool          // terminated: later launches are refused
-	prologDone chan struct{} // closed when Prolog has run (or was not needed)
-	prologRC   uint32
-	launching  int // batch launches in progress
+	uid, gid     uint32
+	revoked      bool          // terminated: later launches are refused
+	prologDone   chan struct{} // closed when Prolog has run (or was not needed)
+	prologRC     uint32
+	prologStatus uint32 // raw wait status of the Prolog
+	launching    int    // batch launches in progress
 }
 
 // New returns a manager. stepdPath is the slurmstepd-go binary.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -157,6 +158,9 @@ func TestE2E_BatchJob(t *testing.T) {
 	requireRoot(t)
 	ctld := newFakeCtld(t, realMunge(t))
 	uid, gid, name, home := testUser(t)
+	// As under nohup: ignored signals must not reach the job.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Reset(syscall.SIGHUP, syscall.SIGINT)
 	for _, tc := range []struct {
 		name     string
 		uid, gid uint32
@@ -176,7 +180,8 @@ func TestE2E_BatchJob(t *testing.T) {
 			h := launch(t, ctld, spool, jobOpts{
 				JobID: id, UID: tc.uid, GID: tc.gid, UserName: tc.user, WorkDir: work, PwDir: tc.home,
 				Script: "#!/bin/sh\necho out-$SLURM_JOB_ID\necho err-line >&2\nenv > env.txt\n" +
-					"id -u > id.txt\numask > umask.txt\npwd > pwd.txt\nexit 3\n",
+					"id -u > id.txt\numask > umask.txt\npwd > pwd.txt\ngrep SigIgn /proc/$$/status > sig.txt\n" +
+					"id -G > groups.txt\nexit 3\n",
 			}, nil)
 			if want := stepapi.SocketPath(spool, "tn1", slurmproto.StepID{JobID: id, StepID: slurmproto.StepIDBatch, StepHetComp: slurmproto.NoVal}); h.Socket != want {
 				t.Errorf("socket %s, want %s", h.Socket, want)
@@ -206,6 +211,12 @@ func TestE2E_BatchJob(t *testing.T) {
 			}
 			if got := strings.TrimSpace(readFile(t, filepath.Join(work, "id.txt"))); got != fmt.Sprint(tc.uid) {
 				t.Errorf("script ran as uid %s", got)
+			}
+			if got := strings.TrimSpace(readFile(t, filepath.Join(work, "sig.txt"))); got != "SigIgn:\t0000000000000000" {
+				t.Errorf("job starts with ignored signals: %q", got)
+			}
+			if got := strings.TrimSpace(readFile(t, filepath.Join(work, "groups.txt"))); got != fmt.Sprint(tc.gid) {
+				t.Errorf("groups %q, want the credential's %d", got, tc.gid)
 			}
 			if got := strings.TrimSpace(readFile(t, filepath.Join(work, "umask.txt"))); got != "0022" {
 				t.Errorf("umask %s", got)
@@ -332,6 +343,11 @@ func TestE2E_SurvivesLauncher(t *testing.T) {
 	}
 	var child int
 	fmt.Sscan(readFile(t, filepath.Join(work, "child.pid")), &child)
+	for _, l := range strings.Split(readFile(t, fmt.Sprintf("/proc/%d/status", pid)), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			t.Logf("idle step manager %s (test binary as step manager)", l)
+		}
+	}
 	if ok, err := c.PidInContainer(ctx, child); err != nil || !ok {
 		t.Fatalf("PidInContainer(%d) = %v, %v", child, ok, err)
 	}
@@ -593,4 +609,38 @@ func TestE2E_MemoryLimit(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 	waitGone(t, h.Socket, 10*time.Second)
+}
+
+// TestE2E_TaskPrologEpilog: TaskProlog runs as the user before the script;
+// its "export", "unset" and "print" lines change the job's environment
+// and stdout; TaskEpilog runs as the user after it, with
+// SLURM_SCRIPT_CONTEXT=epilog_task, its stderr in the job's.
+func TestE2E_TaskPrologEpilog(t *testing.T) {
+	requireRoot(t)
+	ctld := newFakeCtld(t, realMunge(t))
+	uid, gid, name, home := testUser(t)
+	work := userDir(t, uid, gid)
+	scripts := userDir(t, 0, 0)
+	prolog := filepath.Join(scripts, "task_prolog")
+	epilog := filepath.Join(scripts, "task_epilog")
+	_ = os.WriteFile(prolog, []byte("#!/bin/sh\necho export FROM_PROLOG=yes-$(id -u)\necho unset SLURM_JOB_NAME\n"+
+		"echo print hello from prolog\necho \"export CTX=$SLURM_SCRIPT_CONTEXT\"\n"), 0o755)
+	_ = os.WriteFile(epilog, []byte("#!/bin/sh\necho epilog $(id -u) $SLURM_SCRIPT_CONTEXT $SLURMD_NODENAME >&2\n"+
+		"echo epilog-stdout-is-discarded\n"), 0o755)
+	id := jobID()
+	launch(t, ctld, t.TempDir(), jobOpts{JobID: id, UID: uid, GID: gid, UserName: name, PwDir: home, WorkDir: work,
+		Script: "#!/bin/sh\necho script $FROM_PROLOG ${SLURM_JOB_NAME:-unset} $CTX\n"},
+		func(s *stepapi.StartSpec) { s.TaskProlog, s.TaskEpilog = prolog, epilog })
+	if c := ctld.waitComplete(t, id, 30*time.Second); c.JobRC != 0 {
+		t.Errorf("job_rc %#x", c.JobRC)
+	}
+	out := filepath.Join(work, fmt.Sprintf("slurm-%d.out", id))
+	want := fmt.Sprintf("hello from prolog\nscript yes-%d unset prolog_task\nepilog %d epilog_task tn1\n", uid, uid)
+	deadline := time.Now().Add(10 * time.Second)
+	for readFile(t, out) != want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := readFile(t, out); got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
 }

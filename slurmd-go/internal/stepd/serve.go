@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/cgroup"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
@@ -149,6 +150,11 @@ func ServeWith(in *os.File, rep io.WriteCloser, o Options) int {
 		}
 		if closer != nil {
 			defer closer.Close()
+			// Runtime panics and fatal errors go to fd 2: make that the
+			// log instead of /dev/null.
+			if f, ok := closer.(*os.File); ok {
+				_ = unix.Dup2(int(f.Fd()), 2)
+			}
 		}
 		log = l
 	}

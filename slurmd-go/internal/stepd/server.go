@@ -49,6 +49,9 @@ func (s *Step) closeSocket() {
 	if s.ln == nil {
 		return
 	}
+	s.connMu.Lock()
+	s.closing = true
+	s.connMu.Unlock()
 	_ = s.ln.Close() // unlinks the socket file
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
@@ -73,7 +76,14 @@ func (s *Step) accept() {
 			}
 			return
 		}
+		s.connMu.Lock()
+		if s.closing {
+			s.connMu.Unlock()
+			c.Close()
+			return
+		}
 		s.conns.Add(1)
+		s.connMu.Unlock()
 		go func() {
 			defer s.conns.Done()
 			defer c.Close()

@@ -5,6 +5,7 @@ package stepd
 import (
 	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
 	"io/fs"
 	"net"
 	"os"
@@ -53,7 +54,9 @@ type Step struct {
 	errName          string
 	sockPath         string
 	ln               *net.UnixListener
-	conns            sync.WaitGroup // open socket connections
+	connMu           sync.Mutex
+	closing          bool           // no new connections; guarded by connMu
+	conns            sync.WaitGroup // open socket connections; Add under connMu
 
 	cg     cgroup.Cgroup // nil: no cgroup (tracking by session and pgid)
 	reaper *proc.Reaper
@@ -173,40 +176,10 @@ func uidToString(uid uint32) string {
 	return "nobody"
 }
 
-// fileNames expands the stdio patterns (slurmstepd_job.c
-// batch_stepd_step_rec_create): stderr defaults to the stdout pattern,
-// stdout to slurm-%J.out (slurm-%A_%a.out for arrays), stdin to /dev/null.
+// fileNames expands the stdio patterns.
 func (s *Step) fileNames() {
-	m := s.msg
-	j := FNameJob{
-		JobID: m.JobID, StepID: slurmproto.StepIDBatch,
-		ArrayJobID: m.ArrayJobID, ArrayTaskID: m.ArrayTaskID,
-		UserName: s.userName, Hostname: s.spec.Hostname, Cwd: s.cwd,
-	}
-	if name, ok := Env(m.Environment).Get("SLURM_JOB_NAME"); ok {
-		j.JobName = &name
-	}
-	out := m.StdOut
-	errPat := m.StdErr
-	if errPat == "" {
-		errPat = out
-	}
-	def := func(p string) string {
-		if p != "" {
-			return slurmproto.CString(p)
-		}
-		if m.ArrayTaskID == slurmproto.NoVal {
-			return "slurm-%J.out"
-		}
-		return "slurm-%A_%a.out"
-	}
-	if m.StdIn == "" {
-		s.inName = "/dev/null"
-	} else {
-		s.inName = BatchFileName(slurmproto.CString(m.StdIn), j, 0)
-	}
-	s.outName = BatchFileName(def(out), j, 0)
-	s.errName = BatchFileName(def(errPat), j, 0)
+	j := fname.JobFor(s.msg, s.userName, s.spec.Hostname, s.cwd)
+	s.inName, s.outName, s.errName = fname.BatchStdio(s.msg, j)
 }
 
 // makeBatchScript creates SpoolDir/job%05u (0750, group of the job) and

@@ -1,4 +1,7 @@
-package stepd
+// Package fname expands Slurm's stdio file name patterns (src/slurmd/common/fname.c):
+// the step manager opens the files, and the daemon writes Prolog failures
+// into the same stderr file.
+package fname
 
 import (
 	"fmt"
@@ -10,8 +13,8 @@ import (
 // fnameMaxWidth is fname.c's MAX_WIDTH: the largest zero-pad width.
 const fnameMaxWidth = 10
 
-// FNameJob holds what a stdio file name pattern expands from.
-type FNameJob struct {
+// Job holds what a stdio file name pattern expands from.
+type Job struct {
 	JobID       uint32
 	StepID      uint32 // slurmproto.StepIDBatch for the batch script
 	ArrayJobID  uint32
@@ -25,7 +28,7 @@ type FNameJob struct {
 	Cwd      string // relative names are prefixed with it
 }
 
-// BatchFileName expands a batch job's stdin/stdout/stderr pattern for task
+// Batch expands a batch job's stdin/stdout/stderr pattern for task
 // taskID, exactly as Slurm 22.05's fname_create does for a batch step
 // (src/slurmd/common/fname.c), quirks included:
 //
@@ -38,7 +41,7 @@ type FNameJob struct {
 //     conversions are kept, but a width before one loses its '%' and all
 //     but its last digit;
 //   - %a %A %j %J %n %N %s %t %u %x as documented, %s is "batch".
-func BatchFileName(format string, j FNameJob, taskID int) string {
+func Batch(format string, j Job, taskID int) string {
 	if id := singleTaskIO(format); id >= 0 && taskID != id {
 		return "/dev/null"
 	}
@@ -63,7 +66,7 @@ func BatchFileName(format string, j FNameJob, taskID int) string {
 
 // expandBatch is _create_batch_fname: p scans, q marks the start of the
 // literal text not yet copied.
-func expandBatch(name *strings.Builder, path string, j FNameJob, taskID int) {
+func expandBatch(name *strings.Builder, path string, j Job, taskID int) {
 	at := func(i int) byte {
 		if i < len(path) {
 			return path[i]
@@ -116,7 +119,7 @@ func parseWidth(digits string) int {
 	return v
 }
 
-func batchPathCheck(name *strings.Builder, path string, p, q *int, wid int, j FNameJob, taskID int) {
+func batchPathCheck(name *strings.Builder, path string, p, q *int, wid int, j Job, taskID int) {
 	if *p >= len(path) {
 		return
 	}
@@ -239,4 +242,47 @@ func removePathSlashes(p string) (string, bool) {
 		b.WriteByte(p[i])
 	}
 	return b.String(), true
+}
+
+// JobFor builds the pattern inputs of a batch job. %x comes from
+// SLURM_JOB_NAME in the job's environment; cwd is the directory relative
+// names are under (the job's working directory).
+func JobFor(m *slurmproto.BatchJobLaunch, userName, hostname, cwd string) Job {
+	j := Job{
+		JobID: m.JobID, StepID: slurmproto.StepIDBatch,
+		ArrayJobID: m.ArrayJobID, ArrayTaskID: m.ArrayTaskID,
+		UserName: userName, Hostname: hostname, Cwd: cwd,
+	}
+	for _, kv := range m.Environment {
+		if v, ok := strings.CutPrefix(kv, "SLURM_JOB_NAME="); ok {
+			j.JobName = &v
+			break
+		}
+	}
+	return j
+}
+
+// BatchStdio expands a batch job's stdin, stdout and stderr names
+// (slurmstepd_job.c batch_stepd_step_rec_create): stderr defaults to the
+// stdout pattern, stdout to slurm-%J.out (slurm-%A_%a.out for arrays),
+// stdin to /dev/null.
+func BatchStdio(m *slurmproto.BatchJobLaunch, j Job) (in, out, errName string) {
+	outPat, errPat := m.StdOut, m.StdErr
+	if errPat == "" {
+		errPat = outPat
+	}
+	def := func(p string) string {
+		if p != "" {
+			return slurmproto.CString(p)
+		}
+		if m.ArrayTaskID == slurmproto.NoVal {
+			return "slurm-%J.out"
+		}
+		return "slurm-%A_%a.out"
+	}
+	in = "/dev/null"
+	if m.StdIn != "" {
+		in = Batch(slurmproto.CString(m.StdIn), j, 0)
+	}
+	return in, Batch(def(outPat), j, 0), Batch(def(errPat), j, 0)
 }

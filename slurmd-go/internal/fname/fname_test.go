@@ -1,4 +1,4 @@
-package stepd
+package fname
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 
 func TestBatchFileName(t *testing.T) {
 	name := "myjob"
-	arr := FNameJob{
+	arr := Job{
 		JobID: 1234, StepID: slurmproto.StepIDBatch, ArrayJobID: 1200, ArrayTaskID: 7,
 		UserName: "alice", JobName: &name, Hostname: "vm", Cwd: "/home/alice/work",
 	}
@@ -19,7 +19,7 @@ func TestBatchFileName(t *testing.T) {
 	const cwd = "/home/alice/work/"
 	for _, tc := range []struct {
 		name, format string
-		job          FNameJob
+		job          Job
 		task         int
 		want         string
 	}{
@@ -56,8 +56,8 @@ func TestBatchFileName(t *testing.T) {
 		{"negative is no task", "-1", arr, 0, cwd + "-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := BatchFileName(tc.format, tc.job, tc.task); got != tc.want {
-				t.Errorf("BatchFileName(%q) = %q, want %q", tc.format, got, tc.want)
+			if got := Batch(tc.format, tc.job, tc.task); got != tc.want {
+				t.Errorf("Batch(%q) = %q, want %q", tc.format, got, tc.want)
 			}
 		})
 	}
