@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
@@ -24,10 +25,10 @@ const (
 // launch; a non-zero rc is the answer. A zero rc means the caller replies
 // RC 0 and the launch goes on in the background (StartBatch).
 func (m *Manager) AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32 {
-	j, _ := m.jobFor(msg.JobID, msg.UID, msg.GID)
+	j, revoked := m.incarnation(msg.JobID, msg.UID, msg.GID, credTime(msg.Cred))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if j.revoked {
+	if revoked {
 		m.log.Error("job already killed, do not launch batch job", "job_id", msg.JobID)
 		return slurmproto.ESlurmdCredentialRevoked
 	}
@@ -73,12 +74,17 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) uint32 {
 	log := m.log.With("job_id", msg.JobID)
 	j := m.lookup(msg.JobID)
-	if rc := m.prologOnce(ctx, j, scriptJob{
+	if rc, ranHere := m.prologOnce(ctx, j, scriptJob{
 		JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
 		UserName: credUser(msg.Cred), WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 		Partition: msg.Partition, AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 	}); rc != 0 {
-		m.prologError(msg, j.prologStatus)
+		if ranHere {
+			m.mu.Lock()
+			st := j.prologStatus
+			m.mu.Unlock()
+			m.prologError(msg, st)
+		}
 		return rc
 	}
 	if m.revoked(msg.JobID) {
@@ -166,13 +172,22 @@ func (m *Manager) revoked(jobID uint32) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.jobs[jobID]
-	return j != nil && j.revoked
+	return j != nil && !j.revokedAt.IsZero()
+}
+
+// credTime is when slurmctld made a credential (zero without one).
+func credTime(c *slurmproto.Cred) time.Time {
+	if c == nil {
+		return time.Time{}
+	}
+	return c.CTime
 }
 
 // prologOnce runs Prolog on the first launch of a job on this node; later
 // launches wait for it. With PrologFlags=Alloc it already ran (or runs) on
-// REQUEST_LAUNCH_PROLOG.
-func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) uint32 {
+// REQUEST_LAUNCH_PROLOG. ranHere says this call ran it. A failed Prolog
+// revokes the job, so nothing of it starts here.
+func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint32, ranHere bool) {
 	m.mu.Lock()
 	first := j.prologDone == nil
 	if first {
@@ -184,25 +199,26 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) uint32 {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return slurmproto.ESlurmdPrologFailed
+			return slurmproto.ESlurmdPrologFailed, false
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return j.prologRC
+		return j.prologRC, false
 	}
 	st := m.runScript(ctx, "prolog", m.cfg().Conf.Prolog, m.scriptEnv(sj))
-	j.prologStatus = st
-	rc := uint32(0)
 	if st != 0 {
 		rc = slurmproto.ESlurmdPrologFailed
 		m.log.Error("prolog failed", "job_id", sj.JobID, "status", fmt.Sprintf("%d:%d", exitOf(st), sigOf(st)))
 		m.reg.RegisterWithStatus(slurmproto.ESlurmdPrologFailed)
 	}
 	m.mu.Lock()
-	j.prologRC = rc
+	j.prologRC, j.prologStatus = rc, st
+	if rc != 0 {
+		j.revokedAt = time.Now()
+	}
 	m.mu.Unlock()
 	close(done)
-	return rc
+	return rc, true
 }
 
 // prologError tells the job's owner, in the job's stderr file, that the
@@ -253,22 +269,28 @@ func (m *Manager) launchFailed(ctx context.Context, jobID, rc uint32) {
 // LaunchProlog serves REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc): run
 // Prolog now and report it with REQUEST_COMPLETE_PROLOG.
 func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
-	j, _ := m.jobFor(msg.JobID, msg.UID, msg.GID)
+	j, revoked := m.incarnation(msg.JobID, msg.UID, msg.GID, credTime(msg.Cred))
+	if revoked {
+		m.log.Info("job already killed, not running its prolog", "job_id", msg.JobID)
+		return
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		ctx := context.Background()
-		rc := m.prologOnce(ctx, j, scriptJob{
+		rc, _ := m.prologOnce(ctx, j, scriptJob{
 			JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
 			UserName: msg.UserName, WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 			AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 		})
-		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold != 0 && rc == 0 {
-			return
+		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold == 0 {
+			body := &slurmproto.CompleteProlog{JobID: msg.JobID, NodeName: m.cfg().NodeName, PrologRC: rc}
+			if err := m.retry(ctx, "REQUEST_COMPLETE_PROLOG", body); err != nil {
+				m.log.Error("slurmctld never took the prolog result", "job_id", msg.JobID, "error", err)
+			}
 		}
-		body := &slurmproto.CompleteProlog{JobID: msg.JobID, NodeName: m.cfg().NodeName, PrologRC: rc}
-		if err := m.retry(ctx, "REQUEST_COMPLETE_PROLOG", body); err != nil {
-			m.log.Error("slurmctld never took the prolog result", "job_id", msg.JobID, "error", err)
+		if rc != 0 {
+			m.launchFailed(ctx, msg.JobID, rc)
 		}
 	}()
 }

@@ -65,8 +65,11 @@ type Manager struct {
 // job is what the daemon itself knows of a job on this node; the step
 // managers hold the rest.
 type job struct {
-	uid, gid     uint32
-	revoked      bool          // terminated: later launches are refused
+	uid, gid uint32
+	// revokedAt is when the job was terminated (or its Prolog failed):
+	// credentials issued up to then are refused; a requeued job comes
+	// back with a newer credential and starts afresh (slurm_cred_revoked).
+	revokedAt    time.Time
 	prologDone   chan struct{} // closed when Prolog has run (or was not needed)
 	prologRC     uint32
 	prologStatus uint32 // raw wait status of the Prolog
@@ -103,6 +106,24 @@ func (m *Manager) jobFor(id, uid, gid uint32) (*job, bool) {
 		m.jobs[id] = j
 	}
 	return j, !ok
+}
+
+// incarnation returns the record for a launch whose credential was made at
+// ctime: a revoked record older than the credential belongs to an earlier
+// run of a requeued job and is replaced. revoked says the credential itself
+// is revoked.
+func (m *Manager) incarnation(id, uid, gid uint32, ctime time.Time) (j *job, revoked bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if ok && !j.revokedAt.IsZero() && ctime.After(j.revokedAt) && j.launching == 0 {
+		ok = false
+	}
+	if !ok {
+		j = &job{uid: uid, gid: gid}
+		m.jobs[id] = j
+	}
+	return j, !j.revokedAt.IsZero()
 }
 
 func (m *Manager) lookup(id uint32) *job {

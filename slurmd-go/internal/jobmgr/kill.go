@@ -23,7 +23,7 @@ func (m *Manager) beginTerminate(req *slurmproto.KillJob) bool {
 	j, _ := m.jobFor(req.StepID.JobID, req.JobUID, req.JobGID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j.revoked = true
+	j.revokedAt = revokeTime(req)
 	if m.terminating[req.StepID.JobID] {
 		return false
 	}
@@ -136,11 +136,23 @@ func (m *Manager) finishTerminate(ctx context.Context, req *slurmproto.KillJob, 
 }
 
 // forget drops the job's record but keeps it revoked, so a late launch of
-// the same job is refused.
+// the same run of the job is refused.
 func (m *Manager) forget(jobID uint32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.jobs[jobID] = &job{revoked: true}
+	at := time.Now()
+	if j := m.jobs[jobID]; j != nil && !j.revokedAt.IsZero() {
+		at = j.revokedAt
+	}
+	m.jobs[jobID] = &job{revokedAt: at}
+}
+
+// revokeTime is when slurmctld decided to end the job (kill_job_msg.time).
+func revokeTime(req *slurmproto.KillJob) time.Time {
+	if req.Time.IsZero() {
+		return time.Now()
+	}
+	return req.Time
 }
 
 // terminateSteps SIGKILLs every step of the job (REQUEST_STEP_TERMINATE).
