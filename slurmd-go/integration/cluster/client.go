@@ -34,6 +34,37 @@ func (c *Cluster) Run(t testing.TB, user string, args ...string) (stdout, stderr
 // SLURMD_NODENAME=t2 for `scontrol show slurmd`. Any goroutine.
 func (c *Cluster) RunEnv(t testing.TB, user string, env []string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return c.Exec(t, Cmd{User: user, Env: env, Args: args})
+}
+
+// Cmd is one client command for Exec.
+type Cmd struct {
+	// User runs the command: "" or "root" as root, any other name through setpriv
+	// with that user's uid, gid and groups (TestUser is created on first use).
+	User string
+	// Args is the command line; Args[0] is looked up in PATH.
+	Args []string
+	// Dir is the working directory (default "/").
+	Dir string
+	// Env entries ("KEY=value") are added last (they win).
+	Env []string
+	// CleanEnv starts from a fixed environment (CleanPath, HOME, USER, LOGNAME,
+	// SLURM_CONF, SLURM_TIME_FORMAT=standard) instead of the test binary's: what a
+	// job inherits from sbatch is then the same on every machine and cluster.
+	CleanEnv bool
+	// Stdin is the command's standard input (default: none).
+	Stdin string
+}
+
+// CleanPath is PATH in a CleanEnv command.
+const CleanPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Exec runs a client command against this cluster: SLURM_CONF is set,
+// SLURM_TIME_FORMAT=standard, no other SLURM_* variable of the test binary leaks in.
+// Bounded by clientCmdTimeout. Any goroutine.
+func (c *Cluster) Exec(t testing.TB, cm Cmd) (stdout, stderr string, err error) {
+	t.Helper()
+	args := cm.Args
 	if len(args) == 0 {
 		return "", "", errors.New("cluster: Run: no command")
 	}
@@ -42,8 +73,17 @@ func (c *Cluster) RunEnv(t testing.TB, user string, env []string, args ...string
 		return "", "", fmt.Errorf("cluster: %s not found: %w", args[0], err)
 	}
 	argv := append([]string{bin}, args[1:]...)
-	fullEnv := append(daemonEnv(), "SLURM_CONF="+c.ConfPath, "SLURM_TIME_FORMAT=standard")
-	fullEnv = append(fullEnv, env...)
+	var fullEnv []string
+	if cm.CleanEnv {
+		fullEnv = []string{"PATH=" + CleanPath}
+		if cm.User == "" || cm.User == "root" {
+			fullEnv = append(fullEnv, "HOME=/root", "USER=root", "LOGNAME=root")
+		}
+	} else {
+		fullEnv = daemonEnv()
+	}
+	fullEnv = append(fullEnv, "SLURM_CONF="+c.ConfPath, "SLURM_TIME_FORMAT=standard")
+	user := cm.User
 	if user != "" && user != "root" {
 		uid, gid, err := lookupUser(user)
 		if err != nil {
@@ -52,11 +92,18 @@ func (c *Cluster) RunEnv(t testing.TB, user string, env []string, args ...string
 		argv = append([]string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--"}, argv...)
 		fullEnv = append(fullEnv, "USER="+user, "LOGNAME="+user, "HOME=/")
 	}
+	fullEnv = append(fullEnv, cm.Env...)
 	ctx, cancel := context.WithTimeout(context.Background(), clientCmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = fullEnv
 	cmd.Dir = "/"
+	if cm.Dir != "" {
+		cmd.Dir = cm.Dir
+	}
+	if cm.Stdin != "" {
+		cmd.Stdin = strings.NewReader(cm.Stdin)
+	}
 	var o, e strings.Builder
 	cmd.Stdout = &o
 	cmd.Stderr = &e

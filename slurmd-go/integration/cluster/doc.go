@@ -23,6 +23,17 @@
 // Stop are for the test goroutine; Run, RunEnv, ShowNode, ShowSlurmd, NodeStates and
 // the read-only fields are safe from any goroutine.
 //
+// Jobs (jobs.go): Options.Prolog/Epilog/CgroupConf/Tmpfs make a job-capable cluster;
+// WorkDir gives a per-user directory a job may write to; Sbatch/SbatchIn submit with a
+// clean environment and return the job id; ShowJob, AllJobs, Squeue and WaitJob read
+// `scontrol show job -o` and squeue. Stop cancels leftover jobs before stopping the
+// daemons and SIGKILLs, by pid, whatever they left (slurmstepds with files under Dir,
+// processes in the cluster's slurm_<NodeName> cgroups), then removes those cgroups.
+//
+//	c := cluster.Start(t, cluster.Options{Prolog: "#!/bin/sh\nexit 0\n", Tmpfs: true})
+//	id := c.Sbatch(t, cluster.TestUser, "#!/bin/bash\nexit 3\n")
+//	f := c.WaitJob(t, id, time.Minute, "FAILED") // f["ExitCode"] == "3:0"
+//
 // The harness needs root, the Debian slurmctld/slurmd/slurm-client/munge packages
 // (scripts/install-deps.sh) and, for Impl "go", bin/slurmd-go. Missing pieces are a
 // t.Fatal, never a skip.
