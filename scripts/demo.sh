@@ -75,6 +75,24 @@ echo
 echo "\$ scontrol show node demo1"
 scontrol show node demo1
 echo
+echo "Jobs through the cluster: a batch job and a 4-task array, as root and as an ordinary user."
+id tieedemo >/dev/null 2>&1 || useradd -M -s /bin/bash tieedemo
+work=$dir/work; mkdir -p "$work"; chmod 1777 "$work"
+cd "$work"
+j1=$(sbatch --parsable -o "$work/hello-%j.out" --wrap 'echo "hello from $SLURMD_NODENAME, job $SLURM_JOB_ID, user $(id -un)"; exit 3')
+j2=$(runuser -u tieedemo -- env SLURM_CONF="$SLURM_CONF" sbatch --parsable -a 1-4 -o "$work/array-%A_%a.out" --wrap 'echo "array task $SLURM_ARRAY_TASK_ID on $SLURMD_NODENAME as $(id -un)"')
+for _ in $(seq 1 60); do
+  [ -z "$(squeue -h -j "$j1,$j2" 2>/dev/null)" ] && break
+  sleep 1
+done
+echo
+echo "\$ scontrol show job $j1 | grep -E 'JobState|ExitCode'"
+scontrol show job "$j1" | grep -E 'JobState|ExitCode'
+echo "\$ cat $work/hello-$j1.out"
+cat "$work/hello-$j1.out"
+echo "\$ cat $work/array-${j2}_*.out"
+cat "$work"/array-"${j2}"_*.out
+echo
 echo "The node daemons are slurmd-go:"
 for i in $(seq 1 "$nodes"); do
   pid=$(cat "$dir/demo$i.pid"); echo "  demo$i: pid $pid $(readlink /proc/$pid/exe)"
