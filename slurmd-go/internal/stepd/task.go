@@ -210,9 +210,12 @@ func (t *taskRun) exec(path string) int {
 // Stock jobs never inherit ignored signals: slurmd and slurmstepd install
 // handlers, which exec resets.
 func resetIgnoredSignals() {
-	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGPIPE,
-		syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTSTP,
-		syscall.SIGTTIN, syscall.SIGTTOU} {
+	// Every signal, real-time ones included: whoever started the daemon
+	// may have ignored any of them.
+	for sig := syscall.Signal(1); sig <= 64; sig++ {
+		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+			continue
+		}
 		var old sigaction
 		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
 			continue
