@@ -8,7 +8,9 @@ FUZZTIME ?= 10s
 # Every real-cluster test runs as root against Debian's slurmctld and munged.
 INTEGRATION_TIMEOUT ?= 25m
 
-.PHONY: help build deps test unit integration integration-stock fuzz lint demo demo-stop clean
+BENCH_BIN := bin/bench
+
+.PHONY: help build deps test unit integration integration-stock fuzz lint demo demo-stop clean bench bench-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -38,7 +40,15 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration ./slurmd-go/integration/...
 
-test: deps lint unit fuzz integration ## every test, the real-cluster ones included
+test: deps lint unit fuzz integration bench-smoke ## every test, the real-cluster ones included
+
+bench: deps build ## the full bench (~10 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest and the RFC's generated blocks
+	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
+	$(BENCH_BIN)/benchrun -profile full -slurmd-go $(BIN) -out bench/results/latest -rfc rfc -wait-idle 2m
+
+bench-smoke: deps build ## a ~1 min bench: every scenario tiny; fails on a failed scenario, missing numbers or a protocol error (never on speed)
+	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
+	$(BENCH_BIN)/benchrun -profile smoke -slurmd-go $(BIN) -out bench/results/smoke -check
 
 demo: deps build ## start a local cluster of slurmd-go nodes under a real slurmctld and show it
 	scripts/demo.sh

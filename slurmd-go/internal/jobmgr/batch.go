@@ -74,6 +74,14 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) uint32 {
 	log := m.log.With("job_id", msg.JobID)
 	j := m.lookup(msg.JobID)
+	if m.cfg().Conf.PrologFlags&slurmconf.PrologAlloc != 0 {
+		// The Prolog belongs to REQUEST_LAUNCH_PROLOG, which may still be
+		// on its way (_wait_for_request_launch_prolog).
+		if !m.waitPrologStarted(ctx, j, 2*m.cfg().MessageTimeout()) {
+			log.Error("REQUEST_LAUNCH_PROLOG never came, giving up")
+			return slurmproto.ESlurmdPrologFailed
+		}
+	}
 	if rc, ranHere := m.prologOnce(ctx, j, scriptJob{
 		JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
 		UserName: credUser(msg.Cred), WorkDir: msg.WorkDir, Nodes: msg.Nodes,
@@ -181,6 +189,29 @@ func credTime(c *slurmproto.Cred) time.Time {
 		return time.Time{}
 	}
 	return c.CTime
+}
+
+// waitPrologStarted waits until some request started the job's Prolog.
+func (m *Manager) waitPrologStarted(ctx context.Context, j *job, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	t := time.NewTicker(StepsGonePoll)
+	defer t.Stop()
+	for {
+		m.mu.Lock()
+		started := j.prologDone != nil
+		m.mu.Unlock()
+		if started {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // prologOnce runs Prolog on the first launch of a job on this node; later

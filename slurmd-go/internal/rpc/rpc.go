@@ -102,11 +102,13 @@ type Settings struct {
 
 // Dispatcher implements rpcserver.Dispatcher.
 type Dispatcher struct {
-	auth     auth.Authenticator
-	routes   Registry
-	fwd      Forwarder
-	settings atomic.Pointer[Settings]
-	log      hclog.Logger
+	auth        auth.Authenticator
+	routes      Registry
+	fwd         Forwarder
+	settings    atomic.Pointer[Settings]
+	log         hclog.Logger
+	dropped     atomic.Uint64 // requests dropped by Overloaded
+	lastDropLog atomic.Int64  // unix time of the last drop warning
 	// OnCtldMessage is called for every served request of a FromCtld route
 	// (REQUEST_DAEMON_STATUS reports the last one).
 	OnCtldMessage func()
@@ -222,9 +224,17 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 // answers nothing (a munge encode would block); the client sees the
 // connection closed and retries as it does for a busy slurmd.
 func (d *Dispatcher) Overloaded(frame []byte, peer netip.AddrPort) []byte {
-	d.log.Warn("worker pool full, request dropped", "peer", peer)
+	n := d.dropped.Add(1)
+	now := time.Now().Unix()
+	// One line per OverloadLogEvery at most: a flood must not also flood the log.
+	if last := d.lastDropLog.Load(); now-last >= int64(OverloadLogEvery/time.Second) && d.lastDropLog.CompareAndSwap(last, now) {
+		d.log.Warn("worker pool full, requests dropped", "peer", peer, "dropped_total", n)
+	}
 	return nil
 }
+
+// OverloadLogEvery spaces the warnings about dropped requests.
+const OverloadLogEvery = 10 * time.Second
 
 func (d *Dispatcher) verify(ctx context.Context, s *Settings, msg *slurmproto.Message) (auth.Credential, error) {
 	if msg.Auth.PluginID != slurmproto.AuthPluginMunge {

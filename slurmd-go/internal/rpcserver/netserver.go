@@ -76,6 +76,7 @@ func (s *NetServer) Start() error {
 	s.started = true
 	s.ln = ln
 	s.maxConns = int64(resolveMaxConns(s.cfg.MaxConns))
+	s.cfg.QueueDepth = queueDepth(s.cfg.QueueDepth, s.maxConns)
 	s.pool = newPool(s.base, s.d, s.cfg.Workers, s.cfg.QueueDepth, &s.stats, s.log)
 	s.wg.Add(1)
 	go s.acceptLoop(ln, s.pool)

@@ -86,7 +86,10 @@ type Config struct {
 	// Workers is the bounded handler pool size (default DefaultWorkers).
 	Workers int
 	// QueueDepth is the number of complete frames waiting for a worker before Overloaded is
-	// called (default DefaultQueueDepth). In-flight work is bounded by Workers + QueueDepth.
+	// called. In-flight work is bounded by Workers + QueueDepth. 0 (the default) sizes it to
+	// the connection cap, at least DefaultQueueDepth: a connection carries one request, so
+	// an admitted request then always finds a slot and excess load waits in the kernel's
+	// accept queue (backpressure) instead of being dropped.
 	QueueDepth int
 	// MaxFrame caps the request length (default DefaultMaxFrame). A longer length header is
 	// logged (debug), counted in Stats.Oversize, answered with nothing and closed.
@@ -121,9 +124,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueueDepth < 0 {
 		return c, fmt.Errorf("rpcserver: config: negative QueueDepth %d", c.QueueDepth)
 	}
-	if c.QueueDepth == 0 {
-		c.QueueDepth = DefaultQueueDepth
-	}
+	// QueueDepth 0 stays 0 here: Start sizes the queue from the connection
+	// cap (queueDepth), once that is resolved.
 	if c.MaxFrame == 0 {
 		c.MaxFrame = DefaultMaxFrame
 	}
@@ -238,4 +240,16 @@ func (c *counters) snapshot() Stats {
 		Panics:   c.panics.Load(),
 		Restarts: c.restarts.Load(),
 	}
+}
+
+// queueDepth resolves Config.QueueDepth against the connection cap
+// (0 = unlimited connections).
+func queueDepth(configured int, maxConns int64) int {
+	if configured > 0 {
+		return configured
+	}
+	if maxConns <= 0 {
+		return 16 * DefaultQueueDepth
+	}
+	return max(DefaultQueueDepth, int(maxConns))
 }

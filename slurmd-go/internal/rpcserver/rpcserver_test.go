@@ -550,7 +550,7 @@ func TestConfig_Validate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Workers != DefaultWorkers || c.QueueDepth != DefaultQueueDepth || c.MaxFrame != DefaultMaxFrame ||
+	if c.Workers != DefaultWorkers || c.QueueDepth != 0 || c.MaxFrame != DefaultMaxFrame ||
 		c.ConnTimeout != DefaultConnTimeout || c.Loops < 1 || c.Loops > maxLoops {
 		t.Fatalf("defaults %+v", c)
 	}
@@ -563,4 +563,25 @@ func TestServer_StartTwice(t *testing.T) {
 			t.Fatalf("second Start: %v", err)
 		}
 	})
+}
+
+func TestQueueDepth_FollowsConnectionCap(t *testing.T) {
+	cases := []struct {
+		name       string
+		configured int
+		maxConns   int64
+		want       int
+	}{
+		{"configured wins", 10, 20000, 10},
+		{"cap above the default", 0, 19744, 19744},
+		{"small cap keeps the default", 0, 100, DefaultQueueDepth},
+		{"unlimited connections", 0, 0, 16 * DefaultQueueDepth},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := queueDepth(c.configured, c.maxConns); got != c.want {
+				t.Fatalf("queueDepth(%d, %d) = %d, want %d", c.configured, c.maxConns, got, c.want)
+			}
+		})
+	}
 }

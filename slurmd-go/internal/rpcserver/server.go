@@ -90,6 +90,7 @@ func (s *Server) Start() error {
 	}
 	s.started = true
 	s.maxConns = int64(resolveMaxConns(s.cfg.MaxConns))
+	s.cfg.QueueDepth = queueDepth(s.cfg.QueueDepth, s.maxConns)
 	s.pool = newPool(s.base, s.d, s.cfg.Workers, s.cfg.QueueDepth, &s.stats, s.log)
 	s.booted = make(chan error, 1)
 	booted := s.booted

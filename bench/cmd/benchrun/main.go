@@ -1,0 +1,97 @@
+// Command benchrun runs the TiEE bench: the stock slurmd, slurmd-go (gnet and plain net) and
+// the two limit servers, side by side on one real cluster, then writes results.json,
+// results.md and the plots into -out, and (with -rfc) the RFC's generated fragments.
+//
+//	benchrun -profile full  -out bench/results/latest -rfc rfc    # make bench
+//	benchrun -profile smoke -out bench/results/smoke -check       # make bench-smoke
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tiee-hpc/tiee/bench/internal/report"
+	"github.com/tiee-hpc/tiee/bench/internal/runner"
+	"github.com/tiee-hpc/tiee/bench/scenarios"
+)
+
+func main() {
+	profile := flag.String("profile", "full", "full (make bench) or smoke (make bench-smoke)")
+	out := flag.String("out", "bench/results/latest", "output directory")
+	rfc := flag.String("rfc", "", "also write the RFC's generated fragments into this directory")
+	check := flag.Bool("check", false, "exit 1 unless every scenario produced numbers with zero protocol errors")
+	slurmdGo := flag.String("slurmd-go", "bin/slurmd-go", "slurmd-go binary")
+	limitSrv := flag.String("limitsrv", "", "limitsrv binary (default: next to benchrun)")
+	only := flag.String("only", "", "comma-separated scenario names to run (default: all)")
+	keep := flag.Bool("keep", false, "keep the cluster's work directory (logs)")
+	threads := flag.Int("munged-threads", 0, "munged --num-threads (0: munged's default, 2)")
+	sources := flag.Int("sources", runner.DefaultSources, "loopback source addresses for the client")
+	waitIdle := flag.Duration("wait-idle", 0, "wait up to this long for the 1-minute load average to drop below -idle-load")
+	idleLoad := flag.Float64("idle-load", 1.0, "load average below which the machine counts as quiet")
+	flag.Parse()
+
+	if err := run(*profile, *out, *rfc, *check, *slurmdGo, *limitSrv, *only, *keep, *threads, *sources, *waitIdle, *idleLoad); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		os.Exit(1)
+	}
+}
+
+func run(profile, out, rfc string, check bool, slurmdGo, limitSrv, only string, keep bool, threads, sources int,
+	waitIdle time.Duration, idleLoad float64) error {
+	var p scenarios.Profile
+	switch profile {
+	case "full":
+		p = scenarios.Full()
+	case "smoke":
+		p = scenarios.Smoke()
+	default:
+		return fmt.Errorf("-profile %q: want full or smoke", profile)
+	}
+	repo, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if limitSrv == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		limitSrv = filepath.Join(filepath.Dir(exe), "limitsrv")
+	}
+	if slurmdGo, err = filepath.Abs(slurmdGo); err != nil {
+		return err
+	}
+	sel := map[string]bool{}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sel[s] = true
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := runner.Run(ctx, runner.Options{
+		Profile: p, RepoRoot: repo, SlurmdGo: slurmdGo, LimitSrv: limitSrv, Keep: keep,
+		MungedThreads: threads, Sources: sources, Only: sel, Out: os.Stderr, WaitIdle: waitIdle, IdleLoad: idleLoad,
+	})
+	if err != nil {
+		return err
+	}
+	if err := report.Write(res, out, rfc); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "results in %s (%.0fs)\n", out, res.WallSeconds)
+	if check {
+		if problems := report.Check(res); len(problems) > 0 {
+			return fmt.Errorf("check failed:\n  %s", strings.Join(problems, "\n  "))
+		}
+		fmt.Fprintln(os.Stderr, "check: every scenario produced numbers, no protocol errors")
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,76 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/tiee-hpc/tiee/bench/internal/results"
+)
+
+// Check lists what makes a run unusable: a scenario that failed, a run that produced no
+// numbers, a protocol error (the daemon answered something a Slurm client rejects). It
+// asserts nothing about speed.
+func Check(r *results.Results) []string {
+	var p []string
+	for _, s := range r.Status {
+		if s.Status == results.StatusFailed {
+			p = append(p, fmt.Sprintf("scenario %s failed: %s", s.Name, s.Note))
+		}
+	}
+	if r.Munge == nil || len(r.Munge.Decode) == 0 || results.Best(r.Munge.Decode).Rate <= 0 {
+		p = append(p, "munge-rate: no munged decode rate")
+	}
+	for _, t := range r.Targets {
+		for _, when := range []string{"start", "after-load"} {
+			if i := r.IdleFor(t.Name, when); i == nil || i.Series.RSSMedianKB <= 0 {
+				p = append(p, fmt.Sprintf("idle-%s: no RSS for %s", when, t.Name))
+			}
+		}
+		for _, v := range r.Config.VUs {
+			c := r.ClosedFor(t.Name, "REQUEST_PING", v)
+			switch {
+			case c == nil:
+				p = append(p, fmt.Sprintf("ping-closed: no run for %s vus=%d", t.Name, v))
+			case c.Stats.OK == 0 || c.Stats.Throughput <= 0 || c.Stats.Latency.P50Ms <= 0:
+				p = append(p, fmt.Sprintf("ping-closed: %s vus=%d produced no successful RPC (errors %v)", t.Name, v, c.Stats.Errors))
+			case c.Stats.Protocol > 0:
+				p = append(p, fmt.Sprintf("ping-closed: %s vus=%d: %d protocol errors %v %v", t.Name, v, c.Stats.Protocol, c.Stats.Errors, c.Stats.Samples))
+			}
+		}
+		if t.Kind == results.KindDaemon {
+			for _, v := range r.Config.StatusVUs {
+				c := r.ClosedFor(t.Name, "REQUEST_DAEMON_STATUS", v)
+				switch {
+				case c == nil:
+					p = append(p, fmt.Sprintf("status-closed: no run for %s vus=%d", t.Name, v))
+				case c.Stats.OK == 0:
+					p = append(p, fmt.Sprintf("status-closed: %s vus=%d produced no successful RPC (errors %v)", t.Name, v, c.Stats.Errors))
+				case c.Stats.Protocol > 0:
+					p = append(p, fmt.Sprintf("status-closed: %s vus=%d: %d protocol errors %v", t.Name, v, c.Stats.Protocol, c.Stats.Samples))
+				}
+			}
+		}
+		for _, n := range r.Config.Holds {
+			h := r.HoldFor(t.Name, n)
+			switch {
+			case h == nil:
+				p = append(p, fmt.Sprintf("hold: no run for %s conns=%d", t.Name, n))
+			case h.Hold.Established <= 0 || h.During.Samples == 0:
+				p = append(p, fmt.Sprintf("hold: %s conns=%d held nothing", t.Name, n))
+			case h.Probe.Protocol > 0:
+				p = append(p, fmt.Sprintf("hold: %s conns=%d: %d protocol errors %v", t.Name, n, h.Probe.Protocol, h.Probe.Samples))
+			case h.Probe.LatencyAll.Count == 0:
+				p = append(p, fmt.Sprintf("hold: %s conns=%d: no probe counted", t.Name, n))
+			}
+		}
+		o := r.OpenFor(t.Name)
+		switch {
+		case o == nil:
+			p = append(p, fmt.Sprintf("open-loop: no run for %s", t.Name))
+		case o.Stats.LatencyAll.Count == 0:
+			p = append(p, fmt.Sprintf("open-loop: %s counted no request", t.Name))
+		case o.Stats.Protocol > 0:
+			p = append(p, fmt.Sprintf("open-loop: %s: %d protocol errors %v", t.Name, o.Stats.Protocol, o.Stats.Samples))
+		}
+	}
+	return p
+}

@@ -1,0 +1,507 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/tiee-hpc/tiee/bench/internal/results"
+)
+
+// Section is one generated piece of the report; each is also written as an RFC fragment
+// rfc/results-<Name>.md.
+type Section struct {
+	Name  string
+	Title string
+	Body  func(r *results.Results, plots string) string // plots: path prefix of the PNGs
+}
+
+// Sections in report order.
+var Sections = []Section{
+	{"machine", "Machine and configuration", machineSection},
+	{"targets", "Issue 6 targets: met or missed", targetsSection},
+	{"ping", "REQUEST_PING, closed loop", pingSection},
+	{"status", "REQUEST_DAEMON_STATUS, closed loop", statusSection},
+	{"hold", "Idle connections held", holdSection},
+	{"open", "Open loop with idle connections held", openSection},
+	{"idle", "Idle footprint", idleSection},
+	{"munge", "munged: the first suspect bottleneck", mungeSection},
+	{"cpu", "Where the CPU goes", cpuSection},
+	{"published", "The published figures", publishedSection},
+	{"amdahl", "Amdahl model with I/O wait measured", amdahlSection},
+	{"scenarios", "Scenarios", scenariosSection},
+}
+
+// provenance is the line every generated fragment starts with.
+func provenance(r *results.Results, src string) string {
+	m := r.Machine
+	return fmt.Sprintf("_Measured (profile %s, %s) on %s, %d cores, %.1f GiB, %s; %s, %s. Generated from `%s` by `bench/cmd/benchreport`: do not edit by hand._",
+		r.Profile, r.Started, m.CPUModel, m.Cores, float64(m.MemoryMiB)/1024, m.Kernel, m.SlurmVersion, m.GoVersion, src)
+}
+
+// Markdown is results.md: every section, with the plots in dir.
+func Markdown(r *results.Results, src string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# TiEE bench results (%s)\n\n%s\n\n", r.Profile, provenance(r, src))
+	b.WriteString("Every figure below is **measured** unless its row says *modelled*. Ratios are slurmd-go over the reference in the same run.\n\n")
+	for _, s := range Sections {
+		fmt.Fprintf(&b, "## %s\n\n%s\n", s.Title, s.Body(r, ""))
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("## Notes\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Fragment is section s as an RFC fragment (plots relative to the RFC).
+func Fragment(r *results.Results, s Section, src, plots string) string {
+	return fmt.Sprintf("%s\n\n%s", provenance(r, src), s.Body(r, plots))
+}
+
+// ---- formatting --------------------------------------------------------------------------
+
+func thousands(n int) string { return thousands64(int64(n)) }
+
+func thousands64(n int64) string {
+	s := fmt.Sprintf("%d", n)
+	if n < 0 {
+		return "-" + thousands64(-n)
+	}
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func pct(a, b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f %%", 100*a/b)
+}
+
+func mib(kb int64) float64 { return float64(kb) / 1024 }
+
+func rate(x float64) string {
+	if x <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func msf(x float64) string {
+	switch {
+	case x <= 0:
+		return "–"
+	case x >= 1000:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 100:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.2f", x)
+	}
+}
+
+func errList(m map[string]int64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s %s", k, thousands64(m[k])))
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+type table struct {
+	head []string
+	rows [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) String() string {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(t.head, " | ") + " |\n|")
+	for range t.head {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, r := range t.rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+func img(plots, name, alt string) string {
+	return fmt.Sprintf("![%s](%s%s)\n", alt, plots, name)
+}
+
+// ---- sections ----------------------------------------------------------------------------
+
+func machineSection(r *results.Results, _ string) string {
+	m := r.Machine
+	c := r.Config
+	t := table{head: []string{"", ""}}
+	t.add("CPU", fmt.Sprintf("%s, %d cores (%s)", m.CPUModel, m.Cores, orDash(m.Virtualized)))
+	t.add("Memory", fmt.Sprintf("%.1f GiB", float64(m.MemoryMiB)/1024))
+	t.add("Kernel", m.Kernel)
+	t.add("Go", m.GoVersion)
+	t.add("Slurm (stock slurmd, slurmctld)", m.SlurmVersion)
+	t.add("munge", fmt.Sprintf("%s, private munged with %d threads", m.MungeVersion, mungedThreads(r)))
+	t.add("slurmd-go revision", m.SlurmdGoRev)
+	t.add("Date, wall time", fmt.Sprintf("%s, %.0f s", r.Started, r.WallSeconds))
+	t.add("Load average before", m.LoadAvgBefore)
+	t.add("RLIMIT_NOFILE (client and daemons)", fmt.Sprintf("%d", m.NofileLimit))
+	var sys []string
+	for k, v := range m.Sysctl {
+		sys = append(sys, k+"="+v)
+	}
+	sort.Strings(sys)
+	t.add("sysctl", strings.Join(sys, ", "))
+	t.add("Closed loop", fmt.Sprintf("VUs %v, %.1f s warm-up + %.1f s measured per run; RPC timeout %.0f s", c.VUs, c.WarmupS, c.DurationS, c.RPCTimeoutS))
+	t.add("Holds", fmt.Sprintf("%v idle connections, ping probes at %.0f/s for %.1f s", c.Holds, c.HoldProbeRate, c.HoldProbeS))
+	t.add("Open loop", fmt.Sprintf("%.0f %% of stock's best closed-loop ping rate, %d held, %.1f s", 100*c.OpenRateFraction, c.OpenHeld, c.OpenDurationS))
+	t.add("slurm.conf", fmt.Sprintf("MessageTimeout=%.0f, SlurmdDebug=%s for both daemons; AuthType=auth/munge", c.MessageTimeoutS, c.SlurmdDebug))
+	t.add("Client", fmt.Sprintf("Go, connection per RPC, loopback source addresses: %d; a fresh munge credential per RPC (made before the timed phase), reply credentials not sent to munged; /proc sampled every %.0f ms", c.SourceAddrs, c.SampleIntervalMS))
+	var b strings.Builder
+	b.WriteString(t.String())
+	b.WriteString("\nTargets, all on this machine in the same run (one slurmctld; the three daemons are nodes of one cluster):\n\n")
+	for _, tg := range r.Targets {
+		fmt.Fprintf(&b, "- **%s**: %s\n", tg.Name, tg.Desc)
+	}
+	b.WriteString("\nThe load generator, munged and the daemon under test share the same cores: every throughput here is the throughput of the whole machine doing connection-per-RPC Slurm traffic, not of the daemon alone (see *Where the CPU goes*).\n")
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func mungedThreads(r *results.Results) int {
+	if r.Config.MungedThreads > 0 {
+		return r.Config.MungedThreads
+	}
+	return 2
+}
+
+func targetsSection(r *results.Results, _ string) string {
+	t := table{head: []string{"Target (issue 6)", "Status", "Measured"}}
+	met, missed := 0, 0
+	for _, v := range Verdicts(r) {
+		st := v.Status
+		switch v.Status {
+		case Met:
+			st = "**met**"
+			met++
+		case Missed:
+			st = "**missed**"
+			missed++
+		}
+		t.add(v.Target, st, v.Measured)
+	}
+	return fmt.Sprintf("%d met, %d missed; the rest are not measured yet or had no data.\n\n%s", met, missed, t.String())
+}
+
+func pingSection(r *results.Results, plots string) string {
+	var b strings.Builder
+	names := r.TargetNames()
+	t := table{head: append(append([]string{"VUs"}, names...), "slurmd-go / stock", "slurmd-go / limit-munge", "slurmd-go-net / stock")}
+	l := table{head: append([]string{"VUs"}, names...)}
+	for _, v := range r.Config.VUs {
+		row := []string{thousands(v)}
+		lrow := []string{thousands(v)}
+		for _, n := range names {
+			c := r.ClosedFor(n, ping, v)
+			if c == nil {
+				row, lrow = append(row, "–"), append(lrow, "–")
+				continue
+			}
+			row = append(row, rate(c.Stats.Throughput))
+			lrow = append(lrow, msf(c.Stats.Latency.P50Ms)+" / "+msf(c.Stats.Latency.P99Ms))
+		}
+		row = append(row, ratioOf(r, ping, v, results.TargetGo, results.TargetStock),
+			ratioOf(r, ping, v, results.TargetGo, results.TargetLimitMunge),
+			ratioOf(r, ping, v, results.TargetGoNet, results.TargetStock))
+		t.add(row...)
+		l.add(lrow...)
+	}
+	b.WriteString("Throughput, successful RPC/s (connect, request, reply, close):\n\n")
+	b.WriteString(t.String())
+	b.WriteString("\nLatency of successful RPCs, p50 / p99 in ms:\n\n")
+	b.WriteString(l.String())
+	b.WriteString("\n" + errorsTable(r, ping))
+	b.WriteString("\n" + img(plots, "throughput_vs_vus.png", "throughput against VUs"))
+	b.WriteString(img(plots, "latency_vs_vus.png", "latency against VUs"))
+	return b.String()
+}
+
+func ratioOf(r *results.Results, msg string, vus int, a, b string) string {
+	x, y := r.ClosedFor(a, msg, vus), r.ClosedFor(b, msg, vus)
+	if x == nil || y == nil {
+		return "–"
+	}
+	return ratio(x.Stats.Throughput, y.Stats.Throughput)
+}
+
+func errorsTable(r *results.Results, msg string) string {
+	t := table{head: []string{"VUs", "target", "failed RPCs", "by kind", "kernel listen overflows"}}
+	for _, c := range r.Closed {
+		if c.Msg != msg || (c.Stats.ErrorTotal == 0 && c.Kernel.ListenOverflows == 0) {
+			continue
+		}
+		t.add(thousands(c.VUs), c.Target, thousands64(c.Stats.ErrorTotal), errList(c.Stats.Errors), thousands64(c.Kernel.ListenOverflows))
+	}
+	if len(t.rows) == 0 {
+		return "No failed RPC and no listen-queue overflow in any run.\n"
+	}
+	return "Failures (protocol errors are bad_reply, bad_reply_type and bad_reply_rc; the others are transport failures) and the kernel's listen-queue overflows during the run:\n\n" + t.String()
+}
+
+func statusSection(r *results.Results, _ string) string {
+	t := table{head: []string{"VUs", "target", "RPC/s", "p50 ms", "p99 ms", "failed", "vs stock"}}
+	for _, v := range r.Config.StatusVUs {
+		for _, n := range r.TargetNames() {
+			c := r.ClosedFor(n, status, v)
+			if c == nil {
+				continue
+			}
+			t.add(thousands(v), n, rate(c.Stats.Throughput), msf(c.Stats.Latency.P50Ms), msf(c.Stats.Latency.P99Ms),
+				thousands64(c.Stats.ErrorTotal)+" "+errList(c.Stats.Errors), ratioOf(r, status, v, n, results.TargetStock))
+		}
+	}
+	return "REQUEST_DAEMON_STATUS has no request body and a reply body (RESPONSE_SLURMD_STATUS, ~120 bytes plus strings); the limit servers do not implement it.\n\n" + t.String()
+}
+
+func holdSection(r *results.Results, plots string) string {
+	t := table{head: []string{"wanted", "target", "held", "ramp s", "RSS before MiB", "RSS during MiB", "KiB / held conn", "KiB / accepted fd",
+		"threads peak", "fds peak", "probe p50 ms", "probe p99 ms", "probe max ms", "probes failed"}}
+	for _, n := range r.Config.Holds {
+		for _, name := range r.TargetNames() {
+			h := r.HoldFor(name, n)
+			if h == nil {
+				continue
+			}
+			ramp := fmt.Sprintf("%.2f", h.Hold.RampSeconds)
+			if !h.Hold.RampComplete {
+				ramp = "never all"
+			}
+			t.add(thousands(n), name, thousands64(h.Hold.Established), ramp,
+				fmt.Sprintf("%.1f", mib(h.Baseline.RSSMedianKB)), fmt.Sprintf("%.1f", mib(h.During.RSSMedianKB)),
+				fmt.Sprintf("%.2f", h.PerConnKB), fmt.Sprintf("%.2f", h.PerFDKB),
+				thousands(h.During.ThreadsPeak), thousands(h.During.FDsPeak),
+				msf(h.Probe.LatencyAll.P50Ms), msf(h.Probe.LatencyAll.P99Ms), msf(h.Probe.LatencyAll.MaxMs),
+				fmt.Sprintf("%d of %d %s", h.Probe.ErrorTotal, h.Probe.LatencyAll.Count, errList(h.Probe.Errors)))
+		}
+	}
+	var b strings.Builder
+	b.WriteString("Idle connections are connected and send nothing; a connection the daemon closes (both daemons do at MessageTimeout) is reopened. " +
+		"*KiB / held conn* = (median RSS during the probes − median RSS before) / connections the client held; *KiB / accepted fd* divides by the daemon's extra descriptors instead. " +
+		"Probe latencies count failed probes at the time they took to fail.\n\n")
+	b.WriteString(t.String())
+	for _, n := range r.Config.Holds {
+		g, s := r.HoldFor(results.TargetGo, n), r.HoldFor(results.TargetStock, n)
+		if g != nil && s != nil && s.PerConnKB > 0 {
+			fmt.Fprintf(&b, "\n%s held: slurmd-go uses %s the memory per held connection of stock (%.2f vs %.2f KiB); probe p99 %s vs %s ms.\n",
+				thousands(n), ratio(g.PerConnKB, s.PerConnKB), g.PerConnKB, s.PerConnKB, msf(g.Probe.LatencyAll.P99Ms), msf(s.Probe.LatencyAll.P99Ms))
+		}
+	}
+	b.WriteString("\n" + img(plots, "memory_vs_conns.png", "daemon memory against open connections"))
+	return b.String()
+}
+
+func openSection(r *results.Results, _ string) string {
+	t := table{head: []string{"target", "rate /s", "held", "ok", "p50 ms", "p99 ms", "p99 ms incl. failures", "max ms", "failed", "threads peak", "fds peak"}}
+	for _, n := range r.TargetNames() {
+		o := r.OpenFor(n)
+		if o == nil {
+			continue
+		}
+		t.add(n, rate(o.Rate), thousands64(o.Hold.Established), thousands64(o.Stats.OK), msf(o.Stats.Latency.P50Ms), msf(o.Stats.Latency.P99Ms),
+			msf(o.Stats.LatencyAll.P99Ms), msf(o.Stats.LatencyAll.MaxMs), thousands64(o.Stats.ErrorTotal)+" "+errList(o.Stats.Errors),
+			thousands(o.Daemon.ThreadsPeak), thousands(o.Daemon.FDsPeak))
+	}
+	var b strings.Builder
+	b.WriteString("Requests start on schedule whatever the daemon does; latency runs from the moment a request was due, so a stalled daemon cannot hide it (no coordinated omission). A request that fails (e.g. times out after 10 s) counts in *p99 incl. failures* at the time it took.\n\n")
+	b.WriteString(t.String())
+	g, s := r.OpenFor(results.TargetGo), r.OpenFor(results.TargetStock)
+	if g != nil && s != nil {
+		fmt.Fprintf(&b, "\nslurmd-go p99 (incl. failures) is %s stock's.\n", ratio(g.Stats.LatencyAll.P99Ms, s.Stats.LatencyAll.P99Ms))
+	}
+	return b.String()
+}
+
+func idleSection(r *results.Results, _ string) string {
+	t := table{head: []string{"target", "after registration: RSS MiB", "threads", "fds", "after the load: RSS MiB", "threads", "fds"}}
+	for _, n := range r.TargetNames() {
+		row := []string{n}
+		for _, w := range []string{"start", "after-load"} {
+			i := r.IdleFor(n, w)
+			if i == nil {
+				row = append(row, "–", "–", "–")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%.1f", mib(i.Series.RSSMedianKB)), thousands(i.Series.ThreadsLast), thousands(i.Series.FDsLast))
+		}
+		t.add(row...)
+	}
+	return "Median over the sample window, no load. The Go daemons' RSS after the load includes heap the Go runtime keeps for reuse.\n\n" + t.String()
+}
+
+func mungeSection(r *results.Results, plots string) string {
+	m := r.Munge
+	if m == nil {
+		return "Not measured in this run.\n"
+	}
+	t := table{head: []string{"concurrent callers", "encode /s", "encode mean ms", "decode /s", "decode mean ms",
+		"munged µs CPU / encode", "/ decode", "caller µs CPU / encode", "/ decode"}}
+	for i := range m.Encode {
+		e := m.Encode[i]
+		d := results.RatePoint{}
+		if i < len(m.Decode) {
+			d = m.Decode[i]
+		}
+		t.add(thousands(e.Concurrency), rate(e.Rate), fmt.Sprintf("%.3f", e.MeanMs), rate(d.Rate), fmt.Sprintf("%.3f", d.MeanMs),
+			fmt.Sprintf("%.0f", e.MungedCPUUS), fmt.Sprintf("%.0f", d.MungedCPUUS), fmt.Sprintf("%.0f", e.CallerCPUUS), fmt.Sprintf("%.0f", d.CallerCPUUS))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "libmunge calls from the bench process against the bench's private munged (%d threads), each credential decoded once:\n\n", m.Threads)
+	b.WriteString(t.String())
+	ce := r.Munge.CredCeiling()
+	fmt.Fprintf(&b, "\n*Modelled* from these measured rates: a daemon that decodes one credential and encodes one per RPC cannot exceed 1 / (1/decode + 1/encode) = **%.0f RPC/s** on this machine while nothing else competes for the cores.", ce)
+	if lm := r.BestClosed(results.TargetLimitMunge, ping); lm != nil {
+		fmt.Fprintf(&b, " The munge-bound limit server, which does exactly that with the load generator running beside it, reached **%.0f RPC/s** (%s VUs, measured).", lm.Stats.Throughput, thousands(lm.VUs))
+	}
+	if ln := r.BestClosed(results.TargetLimitNone, ping); ln != nil {
+		fmt.Fprintf(&b, " Without munge, the same client and connection-per-RPC server reach **%.0f RPC/s** (%s VUs, measured).", ln.Stats.Throughput, thousands(ln.VUs))
+	}
+	b.WriteString("\n\n")
+	if r.Creds.Made > 0 {
+		fmt.Fprintf(&b, "The client made %s credentials (munge encodes, 16 at a time) in %.1f s, %.0f/s, all before the timed phases they were used in; %s were left unused.\n\n",
+			thousands64(r.Creds.Made), r.Creds.Seconds, r.Creds.Rate, thousands(r.Creds.Left))
+	}
+	b.WriteString(img(plots, "munge_rate.png", "munged encode and decode rate against concurrency"))
+	return b.String()
+}
+
+func cpuSection(r *results.Results, _ string) string {
+	var b strings.Builder
+	names := r.TargetNames()
+	pt := table{head: append([]string{"VUs"}, names...)}
+	for _, v := range r.Config.VUs {
+		row := []string{thousands(v)}
+		for _, n := range names {
+			c := r.ClosedFor(n, ping, v)
+			if c == nil || c.Stats.OK == 0 || c.CPU.Total <= 0 {
+				row = append(row, "–")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%.0f", c.CPU.Daemon/float64(c.Stats.OK)*1e6))
+		}
+		pt.add(row...)
+	}
+	b.WriteString("Daemon CPU per successful REQUEST_PING, µs (from /proc during the measured window; for the limit servers, their own CPU):\n\n")
+	b.WriteString(pt.String())
+	top := maxInt(r.Config.VUs)
+	t := table{head: []string{"target", "RPC/s", "daemon µs / RPC", "munged µs / RPC", "client µs / RPC",
+		"daemon %", "munged %", "client %", "kernel irq+softirq %", "other processes %", "idle %"}}
+	for _, n := range names {
+		c := r.ClosedFor(n, ping, top)
+		if c == nil || c.Stats.OK == 0 || c.CPU.Total <= 0 {
+			continue
+		}
+		per := func(s float64) string { return fmt.Sprintf("%.0f", s/float64(c.Stats.OK)*1e6) }
+		share := func(s float64) string { return fmt.Sprintf("%.0f", 100*s/c.CPU.Total) }
+		t.add(n, rate(c.Stats.Throughput), per(c.CPU.Daemon), per(c.CPU.Munged), per(c.CPU.Client),
+			share(c.CPU.Daemon), share(c.CPU.Munged), share(c.CPU.Client), share(c.CPU.IRQ), share(c.CPU.Others()), share(c.CPU.Total-c.CPU.Busy))
+	}
+	fmt.Fprintf(&b, "\nThe %s-VU runs, as shares of all %d cores (*other processes* is slurmctld and anything else running on the machine meanwhile; a large figure there means the run shared the machine with other work):\n\n%s",
+		thousands(top), r.Machine.Cores, t.String())
+	return b.String()
+}
+
+func scenariosSection(r *results.Results, _ string) string {
+	t := table{head: []string{"scenario", "status", "note", "seconds"}}
+	for _, s := range r.Status {
+		t.add(s.Title, s.Status, s.Note, fmt.Sprintf("%.0f", s.Seconds))
+	}
+	return t.String()
+}
+
+func publishedSection(r *results.Results, _ string) string {
+	t := table{head: []string{"Published", "Kind", "Ours"}}
+	var best *results.ClosedRun
+	for _, n := range []string{results.TargetStock, results.TargetGo, results.TargetGoNet} {
+		if c := r.BestClosed(n, ping); c != nil && (best == nil || c.Stats.Throughput > best.Stats.Throughput) {
+			best = c
+		}
+	}
+	row := "–"
+	if best != nil {
+		row = fmt.Sprintf("*measured*: the best node daemon reached %.0f RPC/s (%s, %s VUs)", best.Stats.Throughput, best.Target, thousands(best.VUs))
+		if ln := r.BestClosed(results.TargetLimitNone, ping); ln != nil {
+			row += fmt.Sprintf("; the machine's connection-per-RPC ceiling without munge was %.0f RPC/s", ln.Stats.Throughput)
+		}
+		if r.Munge != nil {
+			lo, hi := 0.0, 0.0
+			for _, p := range append(append([]results.RatePoint{}, r.Munge.Encode...), r.Munge.Decode...) {
+				if p.MungedCPUUS <= 0 {
+					continue
+				}
+				if lo == 0 || p.MungedCPUUS < lo {
+					lo = p.MungedCPUUS
+				}
+				hi = max(hi, p.MungedCPUUS)
+			}
+			if lo > 0 {
+				row += fmt.Sprintf(". *Modelled* from munged's measured %.0f–%.0f µs of CPU per call: 200,000 RPC/s means 400,000 munge calls/s, %.0f–%.0f cores for munged alone",
+					lo, hi, 400000*lo/1e6, 400000*hi/1e6)
+			}
+		}
+	}
+	t.add("10,000 → 200,000 req/s", "published (not ours): a modelled target", row)
+	top := maxInt(r.Config.Holds)
+	row = "–"
+	if g := r.HoldFor(results.TargetGo, top); g != nil {
+		row = fmt.Sprintf("*measured*: slurmd-go %.2f KiB per held connection (%s held)", g.PerConnKB, thousands64(g.Hold.Established))
+		var lo, hi float64
+		for _, h := range r.Holds {
+			if h.Target == results.TargetStock && h.PerFDKB > 0 {
+				if lo == 0 || h.PerFDKB < lo {
+					lo = h.PerFDKB
+				}
+				hi = max(hi, h.PerFDKB)
+			}
+		}
+		if hi > 0 {
+			row += fmt.Sprintf("; the stock slurmd %.1f–%.1f KiB of RSS per accepted connection (its threads' stacks are reserved address space; only the pages they touch are resident), and it accepts at most 256", lo, hi)
+		}
+	}
+	t.add("2 MB → < 3 KB memory per connection", "published (not ours)", row)
+	t.add("GPU utilisation ~70 % → 99.4 %", "published (not ours): a target", "not measured: no GPU on this machine and no job scenarios yet")
+	return t.String()
+}

@@ -1,0 +1,217 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tiee-hpc/tiee/bench/internal/flood"
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
+	"github.com/tiee-hpc/tiee/bench/internal/results"
+)
+
+// synthetic is a complete smoke-sized result: throughput scales with speed[target].
+func synthetic() *results.Results {
+	speed := map[string]float64{results.TargetStock: 1000, results.TargetGo: 2000, results.TargetGoNet: 1500,
+		results.TargetLimitMunge: 2200, results.TargetLimitNone: 8000}
+	r := &results.Results{
+		Schema: results.SchemaVersion, Profile: "smoke", Started: "2026-01-02T03:04:05Z",
+		Machine: launch.Machine{CPUModel: "Test CPU", Cores: 2, MemoryMiB: 2048, Kernel: "Linux test"},
+		Config:  results.Config{VUs: []int{1, 16}, StatusVUs: []int{1}, Holds: []int{200}, OpenHeld: 200, OpenRateFraction: 0.5},
+		Munge: &results.MungeRates{Threads: 2,
+			Encode: []results.RatePoint{{Concurrency: 1, Rate: 5000, MeanMs: 0.2}, {Concurrency: 16, Rate: 9000, MeanMs: 1.5}},
+			Decode: []results.RatePoint{{Concurrency: 1, Rate: 4000, MeanMs: 0.25}, {Concurrency: 16, Rate: 6000, MeanMs: 2}}},
+	}
+	for _, n := range []string{results.TargetStock, results.TargetGo, results.TargetGoNet, results.TargetLimitMunge, results.TargetLimitNone} {
+		kind := results.KindDaemon
+		if strings.HasPrefix(n, "limit") {
+			kind = results.KindLimit
+		}
+		r.Targets = append(r.Targets, results.Target{Name: n, Kind: kind})
+		rss := int64(8000)
+		if n == results.TargetGo {
+			rss = 7000
+		}
+		for _, w := range []string{"start", "after-load"} {
+			r.Idle = append(r.Idle, results.Idle{Target: n, When: w, Series: procstat.Series{Samples: 5, RSSMedianKB: rss}})
+		}
+		for _, v := range r.Config.VUs {
+			x := speed[n] * float64(min(v, 4)) / 2
+			ok := int64(x)
+			r.Closed = append(r.Closed, results.ClosedRun{Target: n, Msg: ping, VUs: v,
+				Stats: flood.Stats{Window: 1, OK: ok, Throughput: x,
+					Latency: flood.Latency{Count: ok, MeanMs: 1000 * float64(v) / x, P50Ms: 1000 * float64(v) / x, P99Ms: 3000 * float64(v) / x}},
+				CPU: results.CPU{Daemon: 0.5, Munged: 0.3, Client: 0.4, Busy: 1.5, Total: 2}})
+		}
+		if kind == results.KindDaemon {
+			r.Closed = append(r.Closed, results.ClosedRun{Target: n, Msg: status, VUs: 1,
+				Stats: flood.Stats{Window: 1, OK: 500, Throughput: 500, Latency: flood.Latency{Count: 500, P50Ms: 2, P99Ms: 4}}})
+		}
+		perConn := 10.0
+		p99 := 20.0
+		if n == results.TargetGo {
+			perConn, p99 = 1.5, 2
+		}
+		r.Holds = append(r.Holds, results.HoldRun{Target: n, Conns: 200,
+			Hold:     flood.HoldStats{Wanted: 200, Established: 200},
+			Baseline: procstat.Series{Samples: 5, RSSMedianKB: 8000}, During: procstat.Series{Samples: 5, RSSMedianKB: 8000 + int64(perConn*200)},
+			PerConnKB: perConn, Probe: flood.Stats{OK: 10, LatencyAll: flood.Latency{Count: 10, P50Ms: 1, P99Ms: p99, MaxMs: p99}}})
+		r.Open = append(r.Open, results.OpenRun{Target: n, Rate: 500, Held: 200, Hold: flood.HoldStats{Established: 200},
+			Stats: flood.Stats{OK: 500, LatencyAll: flood.Latency{Count: 500, P99Ms: p99}, Latency: flood.Latency{Count: 500, P99Ms: p99}}})
+	}
+	r.Status = []results.ScenarioStatus{
+		{Name: "ping-closed", Status: results.StatusMeasured},
+		{Name: "job-throughput", Status: results.StatusNotMeasured, Note: "not measured yet: needs batch jobs"},
+	}
+	return r
+}
+
+func TestCheck_CompleteRunPasses(t *testing.T) {
+	if p := Check(synthetic()); len(p) != 0 {
+		t.Fatalf("problems in a complete run: %v", p)
+	}
+}
+
+func TestCheck_Flags(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(r *results.Results)
+		want   string
+	}{
+		{"protocol error", func(r *results.Results) { r.Closed[0].Stats.Protocol = 1 }, "protocol errors"},
+		{"no run", func(r *results.Results) { r.Closed = r.Closed[1:] }, "no run for stock vus=1"},
+		{"failed scenario", func(r *results.Results) {
+			r.Status = append(r.Status, results.ScenarioStatus{Name: "hold", Status: results.StatusFailed, Note: "boom"})
+		}, "scenario hold failed"},
+		{"empty hold", func(r *results.Results) { r.Holds[0].Hold.Established = 0 }, "held nothing"},
+		{"no munge", func(r *results.Results) { r.Munge = nil }, "munge-rate"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := synthetic()
+			c.break_(r)
+			p := strings.Join(Check(r), "\n")
+			if !strings.Contains(p, c.want) {
+				t.Fatalf("problems %q lack %q", p, c.want)
+			}
+		})
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	got := map[string]string{}
+	for _, v := range Verdicts(synthetic()) {
+		got[v.Target] = v.Status
+	}
+	want := map[string]string{
+		"16 VUs of REQUEST_PING, closed loop: no errors":                                         Met,
+		"16 VUs of REQUEST_PING, closed loop: throughput ≥ 1.5× stock":                           Met, // 2000 vs 1000
+		"16 VUs of REQUEST_PING, closed loop: throughput ≥ 80 % of the munge-bound limit server": Met, // 2000 vs 2200
+		"200 idle connections held: ≤ 3 KB of daemon memory per connection":                      Met, // 1.5 KiB
+		"200 idle connections held: a ping during the hold answers within 50 ms":                 Met,
+		"Open loop at 50 % of stock's best rate with 200 held: p99 ≤ 1/10 of stock's":            Met, // 2 vs 20 ms
+		"Job throughput ≥ stock's":                                                               NotMeasured,
+		"Idle daemon memory ≤ stock's":                                                           Met,
+		"Step-manager memory ≤ stock's":                                                          NotMeasured,
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%q: %q, want %q", k, got[k], w)
+		}
+	}
+	r := synthetic()
+	r.ClosedFor(results.TargetGo, ping, 16).Stats.Throughput = 1400
+	for _, v := range Verdicts(r) {
+		if strings.Contains(v.Target, "1.5× stock") && v.Status != Missed {
+			t.Fatalf("1.4× stock judged %s", v.Status)
+		}
+	}
+}
+
+func TestRender_SplicesRFC(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "results", "latest")
+	rfc := filepath.Join(dir, "rfc")
+	if err := os.MkdirAll(rfc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "# RFC\n\nprose before\n\n<!-- BEGIN GENERATED results-ping.md -->\nstale table\n<!-- END GENERATED results-ping.md -->\n\nprose after\n"
+	if err := os.WriteFile(filepath.Join(rfc, RFCName), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := synthetic()
+	skipPlots = raceEnabled
+	defer func() { skipPlots = false }()
+	if err := Write(r, out, rfc); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(rfc, RFCName))
+	s := string(b)
+	if strings.Contains(s, "stale table") || !strings.Contains(s, "prose before") || !strings.Contains(s, "prose after") ||
+		!strings.Contains(s, "| 16 | 2000 | 4000 |") || !strings.Contains(s, "../results/latest/throughput_vs_vus.png") {
+		t.Fatalf("spliced RFC:\n%s", s)
+	}
+	files := []string{"results.json", "results.md"}
+	if !raceEnabled {
+		files = append(files, "throughput_vs_vus.png", "latency_vs_vus.png", "memory_vs_conns.png", "munge_rate.png")
+	}
+	for _, f := range files {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, s := range Sections {
+		if _, err := os.Stat(filepath.Join(rfc, "results-"+s.Name+".md")); err != nil {
+			t.Errorf("fragment %s: %v", s.Name, err)
+		}
+	}
+	back, err := results.Load(filepath.Join(out, "results.json"))
+	if err != nil || len(back.Closed) != len(r.Closed) {
+		t.Fatalf("round trip: %v", err)
+	}
+}
+
+func TestSplice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), RFCName)
+	frags := map[string]string{"results-a.md": "new A\n", "results-b.md": "new B"}
+	doc := "x\n<!-- BEGIN GENERATED results-a.md -->\nold\nold\n<!-- END GENERATED results-a.md -->\ny\n" +
+		"<!-- BEGIN GENERATED results-b.md -->\n<!-- END GENERATED results-b.md -->\n"
+	want := "x\n<!-- BEGIN GENERATED results-a.md -->\nnew A\n<!-- END GENERATED results-a.md -->\ny\n" +
+		"<!-- BEGIN GENERATED results-b.md -->\nnew B\n<!-- END GENERATED results-b.md -->\n"
+	for i := 0; i < 2; i++ { // idempotent
+		if i == 0 {
+			if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := splice(path, frags); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != want {
+			t.Fatalf("pass %d:\n%s", i, b)
+		}
+	}
+	for _, bad := range []string{
+		"<!-- BEGIN GENERATED results-nope.md -->\n<!-- END GENERATED results-nope.md -->\n",
+		"<!-- BEGIN GENERATED results-a.md -->\nno end\n",
+	} {
+		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := splice(path, frags); err == nil {
+			t.Fatalf("%q: want an error", bad)
+		}
+	}
+	if err := splice(filepath.Join(t.TempDir(), "absent.md"), frags); err != nil {
+		t.Fatalf("absent RFC: %v", err)
+	}
+}
+
+func TestFitAmdahl(t *testing.T) {
+	a := FitAmdahl(synthetic(), results.TargetGo)
+	if a == nil || a.IOWait <= 0 || a.IOWait > 1 || a.P < 0 || a.P > 1 || len(a.Points) != 2 || a.Points[0].Modelled != 1 {
+		t.Fatalf("fit %+v", a)
+	}
+}

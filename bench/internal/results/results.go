@@ -1,0 +1,327 @@
+// Package results is the schema of bench/results/<run>/results.json: every raw figure a bench
+// run measured, plus the machine it ran on. The report generator reads only this file, so
+// every table, plot and RFC fragment can be regenerated from it.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/tiee-hpc/tiee/bench/internal/flood"
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
+	"github.com/tiee-hpc/tiee/bench/internal/limitsrv"
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
+)
+
+// SchemaVersion is bumped when a field changes meaning.
+const SchemaVersion = 1
+
+// Target kinds.
+const (
+	KindDaemon = "daemon" // a real node daemon registered with slurmctld
+	KindLimit  = "limit"  // a limit server
+)
+
+// Target names, in the order tables list them.
+const (
+	TargetStock      = "stock"
+	TargetGo         = "slurmd-go"
+	TargetGoNet      = "slurmd-go-net"
+	TargetLimitMunge = "limit-munge"
+	TargetLimitNone  = "limit-noauth"
+)
+
+// Results is one bench run.
+type Results struct {
+	Schema      int            `json:"schema"`
+	Profile     string         `json:"profile"` // "full" or "smoke"
+	Started     string         `json:"started"`
+	Finished    string         `json:"finished"`
+	WallSeconds float64        `json:"wall_s"`
+	Machine     launch.Machine `json:"machine"`
+	Config      Config         `json:"config"`
+	Targets     []Target       `json:"targets"`
+
+	Munge  *MungeRates         `json:"munge,omitempty"`
+	Creds  CredStats           `json:"creds"`
+	Idle   []Idle              `json:"idle,omitempty"`
+	Closed []ClosedRun         `json:"closed,omitempty"`
+	Holds  []HoldRun           `json:"holds,omitempty"`
+	Open   []OpenRun           `json:"open,omitempty"`
+	Status []ScenarioStatus    `json:"scenarios"`
+	Extra  map[string]any      `json:"extra,omitempty"` // later scenarios' figures, by scenario name
+	Notes  []string            `json:"notes,omitempty"`
+	Errors map[string][]string `json:"errors,omitempty"` // scenario -> failures that stopped it
+}
+
+// Config is what the run was asked to do.
+type Config struct {
+	VUs              []int   `json:"vus"`
+	StatusVUs        []int   `json:"status_vus"`
+	WarmupS          float64 `json:"warmup_s"`
+	DurationS        float64 `json:"duration_s"`
+	Holds            []int   `json:"holds"`
+	HoldProbeS       float64 `json:"hold_probe_s"`
+	HoldProbeRate    float64 `json:"hold_probe_rate"`
+	OpenHeld         int     `json:"open_held"`
+	OpenDurationS    float64 `json:"open_duration_s"`
+	OpenRateFraction float64 `json:"open_rate_fraction"` // of stock's best closed-loop ping rate
+	RPCTimeoutS      float64 `json:"rpc_timeout_s"`
+	MessageTimeoutS  float64 `json:"message_timeout_s"`
+	SlurmdDebug      string  `json:"slurmd_debug"`
+	MungedThreads    int     `json:"munged_threads"` // 0: munged's default (2)
+	SourceAddrs      int     `json:"source_addrs"`
+	SampleIntervalMS float64 `json:"sample_interval_ms"`
+}
+
+// Target is one server under test.
+type Target struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	Desc string `json:"desc"`
+	Addr string `json:"addr"`
+	PID  int    `json:"pid"`
+}
+
+// RatePoint is one munged throughput measurement at a given concurrency.
+type RatePoint struct {
+	Concurrency int     `json:"concurrency"`
+	Ops         int     `json:"ops"`
+	Seconds     float64 `json:"seconds"`
+	Rate        float64 `json:"rate"` // ops/s
+	MeanMs      float64 `json:"mean_ms"`
+	Errors      int     `json:"errors"`
+	// CPU per operation, µs: in munged, and in the calling process (libmunge + cgo).
+	MungedCPUUS float64 `json:"munged_cpu_us"`
+	CallerCPUUS float64 `json:"caller_cpu_us"`
+}
+
+// MungeRates is munged's own encode and decode throughput, measured with libmunge from the
+// bench process against the private munged.
+type MungeRates struct {
+	Threads   int         `json:"munged_threads"`
+	Encode    []RatePoint `json:"encode"`
+	Decode    []RatePoint `json:"decode"`
+	MungedCPU float64     `json:"munged_cpu_s"`
+}
+
+// Best returns the highest rate of points.
+func Best(points []RatePoint) RatePoint {
+	var b RatePoint
+	for _, p := range points {
+		if p.Rate > b.Rate {
+			b = p
+		}
+	}
+	return b
+}
+
+// Serial returns the concurrency-1 point (zero if absent).
+func Serial(points []RatePoint) RatePoint {
+	for _, p := range points {
+		if p.Concurrency == 1 {
+			return p
+		}
+	}
+	return RatePoint{}
+}
+
+// CredCeiling is the RPC rate munged allows a daemon that decodes one credential and encodes
+// one per RPC: 1 / (1/decode + 1/encode) at the best concurrencies.
+func (m *MungeRates) CredCeiling() float64 {
+	if m == nil {
+		return 0
+	}
+	d, e := Best(m.Decode).Rate, Best(m.Encode).Rate
+	if d <= 0 || e <= 0 {
+		return 0
+	}
+	return 1 / (1/d + 1/e)
+}
+
+// CredStats is the cost of making the client's credentials (outside every timed phase).
+type CredStats struct {
+	Made    int64   `json:"made"`
+	Seconds float64 `json:"seconds"`
+	Rate    float64 `json:"rate"`
+	Left    int     `json:"left_unused"`
+}
+
+// Idle is a daemon's footprint with no load.
+type Idle struct {
+	Target string          `json:"target"`
+	When   string          `json:"when"` // "start" (after registration) or "after-load"
+	Series procstat.Series `json:"series"`
+}
+
+// CPU is CPU time used during a run, in seconds: closed loops over the measured window,
+// open loops over the whole run. Busy is every CPU's busy time on the machine, IRQ the part
+// spent in interrupts and softirqs (loopback TCP processing that no process is charged for),
+// Total the busy+idle time (cores × wall time). Busy − IRQ − Daemon − Munged − Client is what
+// every other process (slurmctld, other users of the machine) took meanwhile.
+type CPU struct {
+	Daemon float64 `json:"daemon_s"`
+	Munged float64 `json:"munged_s"`
+	Client float64 `json:"client_s"`
+	Busy   float64 `json:"machine_busy_s"`
+	IRQ    float64 `json:"machine_irq_s"`
+	Total  float64 `json:"machine_total_s"`
+}
+
+// Others is the CPU time of every other process.
+func (c CPU) Others() float64 { return max(0, c.Busy-c.IRQ-c.Daemon-c.Munged-c.Client) }
+
+// Kernel is what the kernel saw during a run (deltas of /proc/net/netstat TcpExt counters).
+type Kernel struct {
+	ListenOverflows int64 `json:"listen_overflows"`
+	ListenDrops     int64 `json:"listen_drops"`
+	TimeWaitAfter   int64 `json:"timewait_after"`
+}
+
+// ClosedRun is one closed-loop run.
+type ClosedRun struct {
+	Target string          `json:"target"`
+	Msg    string          `json:"msg"`
+	VUs    int             `json:"vus"`
+	Stats  flood.Stats     `json:"stats"`
+	Daemon procstat.Series `json:"daemon"`
+	CPU    CPU             `json:"cpu"`
+	Kernel Kernel          `json:"kernel"`
+	Limit  *limitsrv.Stats `json:"limit,omitempty"` // limit servers: counter deltas
+}
+
+// HoldRun is one hold: Conns idle connections kept open while pings probe latency.
+type HoldRun struct {
+	Target   string          `json:"target"`
+	Conns    int             `json:"conns"`
+	Hold     flood.HoldStats `json:"hold"`
+	Baseline procstat.Series `json:"baseline"` // before the ramp
+	During   procstat.Series `json:"during"`   // while the probes ran
+	// PerConnKB is (median RSS during − median RSS before) / connections held; PerFDKB divides
+	// by the daemon's extra descriptors instead (what it accepted).
+	PerConnKB float64     `json:"per_conn_kb"`
+	PerFDKB   float64     `json:"per_fd_kb"`
+	Probe     flood.Stats `json:"probe"`
+	Kernel    Kernel      `json:"kernel"`
+}
+
+// OpenRun is one open-loop run with Held idle connections held.
+type OpenRun struct {
+	Target string          `json:"target"`
+	Rate   float64         `json:"rate"`
+	Held   int             `json:"held"`
+	Hold   flood.HoldStats `json:"hold"`
+	Stats  flood.Stats     `json:"stats"`
+	Daemon procstat.Series `json:"daemon"`
+	CPU    CPU             `json:"cpu"`
+	Kernel Kernel          `json:"kernel"`
+}
+
+// Scenario statuses.
+const (
+	StatusMeasured    = "measured"
+	StatusNotMeasured = "not measured yet"
+	StatusFailed      = "failed"
+)
+
+// ScenarioStatus says what became of each registered scenario.
+type ScenarioStatus struct {
+	Name    string  `json:"name"`
+	Title   string  `json:"title"`
+	Status  string  `json:"status"`
+	Note    string  `json:"note,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Load reads a results.json.
+func Load(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("results: %s: %w", path, err)
+	}
+	if r.Schema != SchemaVersion {
+		return nil, fmt.Errorf("results: %s: schema %d, want %d", path, r.Schema, SchemaVersion)
+	}
+	return &r, nil
+}
+
+// Save writes r to path (indented, atomically).
+func (r *Results) Save(path string) error {
+	b, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ClosedFor returns the closed-loop run of target, msg and vus (nil if none).
+func (r *Results) ClosedFor(target, msg string, vus int) *ClosedRun {
+	for i := range r.Closed {
+		c := &r.Closed[i]
+		if c.Target == target && c.Msg == msg && c.VUs == vus {
+			return c
+		}
+	}
+	return nil
+}
+
+// HoldFor returns the hold of target with conns connections (nil if none).
+func (r *Results) HoldFor(target string, conns int) *HoldRun {
+	for i := range r.Holds {
+		h := &r.Holds[i]
+		if h.Target == target && h.Conns == conns {
+			return h
+		}
+	}
+	return nil
+}
+
+// OpenFor returns the open-loop run of target (nil if none).
+func (r *Results) OpenFor(target string) *OpenRun {
+	for i := range r.Open {
+		if r.Open[i].Target == target {
+			return &r.Open[i]
+		}
+	}
+	return nil
+}
+
+// IdleFor returns the idle footprint of target at when (nil if none).
+func (r *Results) IdleFor(target, when string) *Idle {
+	for i := range r.Idle {
+		if r.Idle[i].Target == target && r.Idle[i].When == when {
+			return &r.Idle[i]
+		}
+	}
+	return nil
+}
+
+// BestClosed returns the highest-throughput closed-loop run of target for msg.
+func (r *Results) BestClosed(target, msg string) *ClosedRun {
+	var b *ClosedRun
+	for i := range r.Closed {
+		c := &r.Closed[i]
+		if c.Target == target && c.Msg == msg && (b == nil || c.Stats.Throughput > b.Stats.Throughput) {
+			b = c
+		}
+	}
+	return b
+}
+
+// TargetNames lists the targets in order.
+func (r *Results) TargetNames() []string {
+	var n []string
+	for _, t := range r.Targets {
+		n = append(n, t.Name)
+	}
+	return n
+}

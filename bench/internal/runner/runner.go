@@ -1,0 +1,284 @@
+// Package runner is `benchrun`: it brings up the bench cluster (private munged, real
+// slurmctld, the stock slurmd and slurmd-go twice — gnet and plain net — as three nodes of one
+// cluster, and the two limit servers), runs the scenarios and returns the raw results.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tiee-hpc/tiee/bench/internal/flood"
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
+	"github.com/tiee-hpc/tiee/bench/internal/results"
+	"github.com/tiee-hpc/tiee/bench/scenarios"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Defaults.
+const (
+	// DefaultNofile is the descriptor limit the bench gives itself and every daemon it starts:
+	// 5,000 VUs, 5,000 held connections and an open loop's stalled requests need > 10k.
+	DefaultNofile = 65536
+	// DefaultSources is the number of loopback source addresses the client spreads over. One
+	// is enough here: with net.ipv4.tcp_tw_reuse=2 (the default) the kernel reuses TIME_WAIT
+	// ports on loopback, so connection-per-RPC at these rates does not exhaust the 28k
+	// ephemeral ports (the addr_not_avail count would show it). More addresses have a cost that
+	// is an artefact of this machine: the stock slurmd names the peer in its error messages
+	// (getnameinfo), and a 127.0.0.x other than 127.0.0.1 is not in /etc/hosts, so each failed
+	// connection (every idle connection it drops) waits 5 s on an unreachable DNS server.
+	DefaultSources = 1
+	// recycledFrames is how many distinct frames the no-auth server is sent, round robin.
+	recycledFrames = 64
+	// fillParallel is the number of concurrent encodes when making credentials.
+	fillParallel = 16
+	// mungeInFlight bounds the bench's own concurrent libmunge calls.
+	mungeInFlight = 256
+)
+
+// Node names of the three daemons (and, prefixed with p, their partitions).
+const (
+	nodeStock = "bstock"
+	nodeGo    = "bgo"
+	nodeGoNet = "bgonet"
+)
+
+// Options configure Run.
+type Options struct {
+	Profile       scenarios.Profile
+	RepoRoot      string
+	SlurmdGo      string // bin/slurmd-go
+	LimitSrv      string // the limitsrv binary
+	WorkDir       string // "" → a new directory under /tmp, removed unless Keep
+	Keep          bool
+	MungedThreads int
+	Sources       int
+	Nofile        uint64
+	Only          map[string]bool // scenario names; empty: all
+	Out           io.Writer       // progress and log lines
+	// WaitIdle is how long to wait for the machine to be quiet (1-minute load average below
+	// IdleLoad) before starting; the machine is shared, and the bench measures it whole.
+	WaitIdle time.Duration
+	IdleLoad float64
+}
+
+// Run runs the bench and returns its results. The cluster is always stopped before Run
+// returns; an error means the bench could not run at all (scenario failures are recorded in
+// the results instead).
+func Run(ctx context.Context, o Options) (res *results.Results, err error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Sources <= 0 {
+		o.Sources = DefaultSources
+	}
+	if o.Nofile == 0 {
+		o.Nofile = DefaultNofile
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(o.Out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("runner: the bench runs slurmctld and slurmd as root: run it as root")
+	}
+	var nofile uint64
+	nofile, err = launch.RaiseNofile(o.Nofile)
+	if err != nil {
+		return nil, err
+	}
+	if load, ok := waitQuiet(ctx, o.WaitIdle, o.IdleLoad, logf); !ok {
+		defer func(load float64) {
+			if res != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("the machine was not quiet when the bench started (1-minute load average %.1f after waiting %v): other work shared the cores", load, o.WaitIdle))
+			}
+		}(load)
+	}
+	start := time.Now()
+	p := o.Profile
+	res = &results.Results{
+		Schema: results.SchemaVersion, Profile: p.Name, Started: start.UTC().Format(time.RFC3339),
+		Machine: launch.DescribeMachine(o.RepoRoot),
+		Config: results.Config{
+			VUs: p.VUs, StatusVUs: p.StatusVUs, WarmupS: p.Warmup.Seconds(), DurationS: p.Duration.Seconds(),
+			Holds: p.Holds, HoldProbeS: p.HoldProbe.Seconds(), HoldProbeRate: p.HoldProbeRate,
+			OpenHeld: p.OpenHeld, OpenDurationS: p.OpenDuration.Seconds(), OpenRateFraction: p.OpenRateFraction,
+			RPCTimeoutS: p.RPCTimeout.Seconds(), MessageTimeoutS: launch.MessageTimeout.Seconds(),
+			SlurmdDebug: "info", MungedThreads: o.MungedThreads, SourceAddrs: o.Sources,
+			SampleIntervalMS: float64(procstat.DefaultInterval) / float64(time.Millisecond),
+		},
+	}
+	if nofile < o.Nofile {
+		res.Notes = append(res.Notes, fmt.Sprintf("RLIMIT_NOFILE could only be raised to %d (the hard limit; no CAP_SYS_RESOURCE): "+
+			"the client and every daemon ran with %d descriptors", nofile, nofile))
+	}
+	logf("RLIMIT_NOFILE %d for the client and every daemon", nofile)
+	dir := o.WorkDir
+	if dir == "" {
+		d, err := os.MkdirTemp("/tmp", "tb-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+		if !o.Keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // munged (user munge) must reach its socket
+		return nil, err
+	}
+	logf("bench %s: work dir %s", p.Name, dir)
+	c, err := launch.Start(ctx, launch.Options{
+		Dir: dir, SlurmdGo: o.SlurmdGo, MungedThreads: o.MungedThreads, SlurmdDebug: res.Config.SlurmdDebug,
+		Nodes: []launch.NodeSpec{
+			{Name: nodeStock, Impl: launch.ImplStock},
+			{Name: nodeGo, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=gnet"}},
+			{Name: nodeGoNet, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=net"}},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: start cluster (work dir %s): %w", dir, err)
+	}
+	defer func() {
+		for _, e := range c.Stop() {
+			logf("stop: %v", e)
+		}
+		logf("cluster stopped")
+	}()
+	logf("cluster %s up: slurmctld :%d, nodes %s :%d (stock), %s :%d (slurmd-go gnet), %s :%d (slurmd-go net)",
+		c.Name, c.CtldPort, nodeStock, c.Node(nodeStock).Port, nodeGo, c.Node(nodeGo).Port, nodeGoNet, c.Node(nodeGoNet).Port)
+
+	type lim struct {
+		name, mode, desc string
+	}
+	var targets []*scenarios.Target
+	add := func(name, kind, desc, addr string, pid int, usesMunge bool, node, stats string) error {
+		d, err := flood.NewDialer(addr, o.Sources)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, &scenarios.Target{
+			Target: results.Target{Name: name, Kind: kind, Desc: desc, Addr: addr, PID: pid},
+			Dialer: d, UsesMunge: usesMunge, Node: node, StatsAddr: stats,
+		})
+		return nil
+	}
+	for _, n := range []struct{ node, name, desc string }{
+		{nodeStock, results.TargetStock, "Debian's slurmd 22.05 (one thread per connection, at most 256)"},
+		{nodeGo, results.TargetGo, "slurmd-go, gnet event loops + bounded worker pool (default)"},
+		{nodeGoNet, results.TargetGoNet, "slurmd-go, TIEE_RPC_SERVER=net: goroutine per connection, same handlers"},
+	} {
+		node := c.Node(n.node)
+		if err := add(n.name, results.KindDaemon, n.desc, node.Addr(), node.Proc.PID(), true, n.node, ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range []lim{
+		{results.TargetLimitMunge, "munge", "limit server: decodes the request's credential and encodes the reply's through munged, nothing else"},
+		{results.TargetLimitNone, "noauth", "limit server: canned reply, no munge: the connection-per-RPC ceiling"},
+	} {
+		proc, addr, stats, err := c.StartLimitServer(ctx, o.LimitSrv, l.mode)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(l.name, results.KindLimit, l.desc, addr, proc.PID(), l.mode == "munge", "", stats); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range targets {
+		res.Targets = append(res.Targets, t.Target)
+	}
+
+	m, err := munge.New(munge.Options{Socket: c.MungeSocket, TTL: -1, MaxInFlight: mungeInFlight})
+	if err != nil {
+		return nil, err
+	}
+	env := &scenarios.Env{
+		Ctx: ctx, Profile: p, Cluster: c, Targets: targets, Auth: m, Res: res, Out: o.Out, Logf: logf,
+		FillParallel: fillParallel,
+		Pools: map[slurmproto.MsgType]*flood.Pool{
+			slurmproto.RequestPing:         flood.NewPool(slurmproto.RequestPing),
+			slurmproto.RequestDaemonStatus: flood.NewPool(slurmproto.RequestDaemonStatus),
+		},
+		Recycled: map[slurmproto.MsgType]*flood.Recycled{},
+	}
+	for t := range env.Pools {
+		frames, err := recycled(ctx, m, t)
+		if err != nil {
+			return nil, err
+		}
+		env.Recycled[t] = flood.NewRecycled(frames)
+	}
+	scenarios.RunAll(env, o.Only)
+	for _, pool := range env.Pools {
+		res.Creds.Left += pool.Len()
+	}
+	if err := ctx.Err(); err != nil {
+		res.Notes = append(res.Notes, "interrupted: "+err.Error())
+	}
+	res.Finished = time.Now().UTC().Format(time.RFC3339)
+	res.WallSeconds = time.Since(start).Seconds()
+	if o.Keep {
+		logf("work dir kept: %s (logs: %s)", dir, filepath.Join(dir, "*.log"))
+	}
+	return res, nil
+}
+
+// recycled makes the few frames the no-auth limit server is sent over and over.
+func recycled(ctx context.Context, a auth.Authenticator, t slurmproto.MsgType) ([][]byte, error) {
+	p := flood.NewPool(t)
+	if _, err := p.Fill(ctx, a, recycledFrames, 8); err != nil {
+		return nil, err
+	}
+	var frames [][]byte
+	for {
+		f, ok := p.Next()
+		if !ok {
+			return frames, nil
+		}
+		frames = append(frames, f)
+	}
+}
+
+// waitQuiet waits up to limit for the 1-minute load average to drop below max. It returns the
+// last load average and whether it was below max.
+func waitQuiet(ctx context.Context, limit time.Duration, max float64, logf func(string, ...any)) (float64, bool) {
+	if max <= 0 {
+		max = 1
+	}
+	deadline := time.Now().Add(limit)
+	logged := false
+	for {
+		load := loadAvg1()
+		if load < max {
+			return load, true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			logf("load average %.1f: starting anyway after %v", load, limit)
+			return load, false
+		}
+		if !logged {
+			logf("load average %.1f ≥ %.1f: waiting up to %v for the machine to be quiet", load, max, limit)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscanf(string(b), "%f", &l)
+	return l
+}
