@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 	"math/big"
 	"net"
 	"os"
@@ -94,7 +95,7 @@ type Cluster struct {
 	HWLine      string // `slurmd -C` node attributes
 
 	opts  Options
-	sp    *spawner
+	sp    *spawn.Spawner
 	procs []*Proc // in start order; stopped in reverse
 }
 
@@ -115,7 +116,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: o.Dir, ConfPath: filepath.Join(o.Dir, "slurm.conf"), opts: o, sp: newSpawner()}
+	c = &Cluster{Dir: o.Dir, ConfPath: filepath.Join(o.Dir, "slurm.conf"), opts: o, sp: spawn.New()}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -403,7 +404,7 @@ func (c *Cluster) Stop() []error {
 	}
 	c.procs = nil
 	if c.sp != nil {
-		c.sp.close()
+		c.sp.Close()
 		c.sp = nil
 	}
 	return errs

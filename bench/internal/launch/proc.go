@@ -13,11 +13,10 @@
 package launch
 
 import (
-	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
 )
@@ -27,52 +26,6 @@ const (
 	stopTimeout = 15 * time.Second // SIGTERM → SIGKILL
 	killWait    = 10 * time.Second // SIGKILL → reaped
 )
-
-// spawner starts every child from one goroutine locked to its OS thread: Linux delivers
-// PR_SET_PDEATHSIG when the thread that forked the child exits, so that thread lives as long
-// as the children (the same trick as slurmd-go/integration/cluster).
-type spawner struct {
-	reqs chan spawnReq
-	quit chan struct{}
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	resp chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnReq), quit: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		for {
-			select {
-			case r := <-s.reqs:
-				r.resp <- r.cmd.Start()
-			case <-s.quit:
-				return
-			}
-		}
-	}()
-	return s
-}
-
-func (s *spawner) start(cmd *exec.Cmd) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	resp := make(chan error, 1)
-	select {
-	case s.reqs <- spawnReq{cmd: cmd, resp: resp}:
-	case <-s.quit:
-		return errors.New("launch: spawner closed")
-	}
-	return <-resp
-}
-
-func (s *spawner) close() { close(s.quit) }
 
 // Proc is one process the bench started.
 type Proc struct {
@@ -106,7 +59,7 @@ func (p *Proc) Status() string {
 	return fmt.Sprintf("%s pid %d exited: %v", p.Name, p.PID(), p.err)
 }
 
-func startProc(s *spawner, name, outPath string, env []string, mod func(*exec.Cmd), argv ...string) (*Proc, error) {
+func startProc(s *spawn.Spawner, name, outPath string, env []string, mod func(*exec.Cmd), argv ...string) (*Proc, error) {
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("launch: %s output: %w", name, err)
@@ -116,7 +69,7 @@ func startProc(s *spawner, name, outPath string, env []string, mod func(*exec.Cm
 	if mod != nil {
 		mod(cmd)
 	}
-	if err := s.start(cmd); err != nil {
+	if err := s.Start(cmd); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("launch: start %s: %w", name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,7 +115,7 @@ type Cluster struct {
 
 	t    testing.TB
 	opts Options
-	sp   *spawner
+	sp   *spawn.Spawner
 
 	mu    sync.Mutex        // guards ctld, procs, dyn
 	ctld  *proc             // guarded by mu
@@ -183,7 +184,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.Dir = dir
 	c.ConfPath = filepath.Join(dir, "slurm.conf")
-	c.sp = newSpawner()
+	c.sp = spawn.New()
 	t.Cleanup(c.Stop)
 	for _, d := range []string{"state", "spool"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -627,7 +628,7 @@ func (c *Cluster) Stop() {
 			}
 		}
 		if c.sp != nil {
-			c.sp.close()
+			c.sp.Close()
 		}
 		c.killLeftovers(t)
 		if len(c.opts.CgroupConf) > 0 {

@@ -1,62 +1,13 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
 )
-
-// spawner starts every daemon from one goroutine locked to its OS thread. Linux
-// delivers PR_SET_PDEATHSIG when the *thread* that forked the child exits, so the
-// thread must live as long as the daemons: it exits (still locked, so the runtime
-// kills it) only in close, after the daemons were stopped; any straggler then gets
-// SIGKILL. If the test binary dies, the daemons die with it.
-type spawner struct {
-	reqs chan spawnReq
-	quit chan struct{}
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	resp chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnReq), quit: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		for {
-			select {
-			case r := <-s.reqs:
-				r.resp <- r.cmd.Start()
-			case <-s.quit:
-				return
-			}
-		}
-	}()
-	return s
-}
-
-func (s *spawner) start(cmd *exec.Cmd) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true // terminal signals reach the test binary only
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	resp := make(chan error, 1)
-	select {
-	case s.reqs <- spawnReq{cmd: cmd, resp: resp}:
-	case <-s.quit:
-		return errors.New("cluster: spawner closed")
-	}
-	return <-resp
-}
-
-func (s *spawner) close() { close(s.quit) }
 
 // proc is one daemon the harness started. done is closed once it has been reaped;
 // err is its exit status (valid after done).
@@ -82,7 +33,7 @@ func (p *proc) exited() bool {
 
 // startProc starts argv with stdout+stderr appended to outPath and reaps it in the
 // background.
-func startProc(s *spawner, name, outPath string, env []string, argv ...string) (*proc, error) {
+func startProc(s *spawn.Spawner, name, outPath string, env []string, argv ...string) (*proc, error) {
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %s output: %w", name, err)
@@ -92,7 +43,7 @@ func startProc(s *spawner, name, outPath string, env []string, argv ...string) (
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.Env = env
-	if err := s.start(cmd); err != nil {
+	if err := s.Start(cmd); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
