@@ -187,3 +187,40 @@ func repoRoot(t *testing.T) string {
 		dir = parent
 	}
 }
+
+// TestDaemon_HealthCheckAndShutdown: slurmctld's REQUEST_HEALTH_CHECK runs
+// HealthCheckProgram on every node (with the node's environment), and
+// `scontrol shutdown` (REQUEST_SHUTDOWN to every node) stops every node
+// daemon, as it stops stock slurmd.
+func TestDaemon_HealthCheckAndShutdown(t *testing.T) {
+	dir, err := os.MkdirTemp("", "hc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	prog := filepath.Join(dir, "healthcheck.sh")
+	// slurmd runs it as root with no Slurm variables; each run leaves a mark.
+	script := "#!/bin/sh\ntouch " + dir + "/ran.$$\n"
+	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.Start(t, cluster.Options{Nodes: 2, ExtraConf: []string{
+		"HealthCheckProgram=" + prog, "HealthCheckInterval=2",
+	}})
+	c.WaitFor(t, "HealthCheckProgram runs on both nodes", 30*time.Second, func() (bool, string) {
+		marks, _ := filepath.Glob(filepath.Join(dir, "ran.*"))
+		return len(marks) >= 2*len(c.Nodes), fmt.Sprintf("%d runs", len(marks))
+	})
+	c.WaitNodes(t, "idle", c.NodeNames(), nodeBackIdleTimeout)
+
+	c.MustRun(t, "", "scontrol", "shutdown")
+	c.WaitFor(t, "every node daemon to exit after scontrol shutdown", takeOverTimeout, func() (bool, string) {
+		var running []string
+		for _, n := range c.NodeNames() {
+			if c.NodeRunning(n) {
+				running = append(running, n)
+			}
+		}
+		return len(running) == 0, "still running: " + strings.Join(running, ",")
+	})
+}

@@ -241,6 +241,7 @@ func (d *Daemon) run(parent context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); d.registrationEngine(ctx) }()
 
+	d.HealthCheck() // slurmd runs HealthCheckProgram once at start
 	d.Reregister()
 loop:
 	for {
