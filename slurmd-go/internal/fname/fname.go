@@ -5,6 +5,7 @@ package fname
 
 import (
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 	"strings"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -88,10 +89,10 @@ func expandBatch(name *strings.Builder, path string, j Job, taskID int) {
 		}
 		p++
 		wid := 0
-		if isDigit(at(p)) {
+		if cparse.IsDigit(at(p)) {
 			name.WriteString(path[q : p-1])
 			start := p
-			for isDigit(at(p)) {
+			for cparse.IsDigit(at(p)) {
 				p++
 			}
 			wid = parseWidth(path[start:p])
@@ -175,53 +176,21 @@ func batchPathCheck(name *strings.Builder, path string, p, q *int, wid int, j Jo
 	*q = *p
 }
 
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
 // singleTaskIO is fname_single_task_io: the task id if the whole pattern
-// is one number as strtoul reads it (leading blanks and a sign allowed;
-// the empty pattern counts as 0), else -1. The value goes through C's
-// unsigned long to int conversion.
+// is one number as strtoul reads it (the empty pattern counts as 0), else
+// -1. The value goes through C's unsigned long to int conversion.
 func singleTaskIO(s string) int {
-	i := 0
-	for i < len(s) && isCSpace(s[i]) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	start := i
-	var v uint64
-	overflow := false
-	for i < len(s) && isDigit(s[i]) {
-		d := uint64(s[i] - '0')
-		if v > (^uint64(0)-d)/10 {
-			overflow = true
-		}
-		v = v*10 + d
-		i++
-	}
-	if i == start {
-		// No digits: strtoul leaves the end pointer at the start.
+	v, n := cparse.Strtoul(s)
+	if n == 0 {
 		if len(s) == 0 {
 			return 0
 		}
 		return -1
 	}
-	if i != len(s) {
+	if n != len(s) {
 		return -1
 	}
-	if overflow {
-		v = ^uint64(0)
-	} else if neg {
-		v = -v
-	}
 	return int(int32(uint32(v)))
-}
-
-func isCSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // removePathSlashes is remove_path_slashes: it drops escaping backslashes

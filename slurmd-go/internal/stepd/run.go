@@ -5,6 +5,7 @@ package stepd
 import (
 	"encoding/json"
 	"errors"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 	"os"
 	"os/exec"
 	"strconv"
@@ -201,7 +202,7 @@ func (s *Step) prioProcess() *int {
 		s.errorLine("Couldn't find SLURM_PRIO_PROCESS in environment")
 	} else {
 		s.env.Unset("SLURM_PRIO_PROCESS")
-		prio = cAtoi(v)
+		prio = cparse.Atoi(v)
 	}
 	if s.spec.PropagatePrioProcess == 2 { // PROP_PRIO_NICER
 		if cur, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err == nil {
@@ -460,32 +461,10 @@ func (s *Step) batchFinish(slurmRC uint32) {
 	}
 }
 
-// cAtoi is atoi: leading blanks, sign, digits; 0 if none.
-func cAtoi(s string) int {
-	i := 0
-	for i < len(s) && isCSpace(s[i]) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	v := 0
-	for i < len(s) && isDigit(s[i]) {
-		v = v*10 + int(s[i]-'0')
-		i++
-	}
-	if neg {
-		return -v
-	}
-	return v
-}
-
 // cStrtol8 is strtol(s, NULL, 8) for values ParseInt refuses (trailing junk).
 func cStrtol8(s string) (int, bool) {
 	i := 0
-	for i < len(s) && isCSpace(s[i]) {
+	for i < len(s) && cparse.IsSpace(s[i]) {
 		i++
 	}
 	v := 0

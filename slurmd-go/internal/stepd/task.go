@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 	"io"
 	"os"
 	"os/exec"
@@ -383,39 +384,13 @@ func (t *taskRun) setLimit(rl proc.RlimitInfo) {
 }
 
 // cStrtoul parses like strtoul(s, &end, 10) followed by a check that the
-// whole string was used (leading blanks and a sign allowed; an empty
-// string is 0).
+// whole string was used (an empty string is 0).
 func cStrtoul(s string) (uint64, bool) {
-	i := 0
-	for i < len(s) && isCSpace(s[i]) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	start := i
-	var v uint64
-	for i < len(s) && isDigit(s[i]) {
-		d := uint64(s[i] - '0')
-		if v > (^uint64(0)-d)/10 {
-			v = ^uint64(0)
-		} else if v != ^uint64(0) {
-			v = v*10 + d
-		}
-		i++
-	}
-	if i == start {
+	v, n := cparse.Strtoul(s)
+	if n == 0 {
 		return 0, len(s) == 0
 	}
-	if i != len(s) {
-		return 0, false
-	}
-	if neg && v != ^uint64(0) {
-		v = -v
-	}
-	return v, true
+	return v, n == len(s)
 }
 
 // strerror renders err like glibc's strerror (%m): Go's errno texts are
