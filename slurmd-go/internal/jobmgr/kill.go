@@ -43,11 +43,7 @@ func (m *Manager) waitLaunch(ctx context.Context, jobID uint32) {
 	t := time.NewTicker(StepsGonePoll)
 	defer t.Stop()
 	for {
-		j := m.lookup(jobID)
-		m.mu.Lock()
-		busy := j != nil && j.launching > 0
-		m.mu.Unlock()
-		if !busy {
+		if !m.launching(jobID) {
 			return
 		}
 		select {
@@ -67,7 +63,18 @@ func (m *Manager) Terminate(req *slurmproto.KillJob, uid uint32) uint32 {
 		return 0
 	}
 	ctx := context.Background()
-	m.waitLaunch(ctx, req.StepID.JobID)
+	if m.launching(req.StepID.JobID) {
+		// slurmd answers at once and waits for the starting step itself.
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer m.endTerminate(req.StepID.JobID)
+			m.waitLaunch(ctx, req.StepID.JobID)
+			n := m.firstSignals(ctx, req, uid)
+			m.finishTerminate(ctx, req, n, true)
+		}()
+		return 0
+	}
 	n := m.firstSignals(ctx, req, uid)
 	if n == 0 && m.cfg().Conf.Epilog == "" {
 		m.endTerminate(req.StepID.JobID)
@@ -81,6 +88,14 @@ func (m *Manager) Terminate(req *slurmproto.KillJob, uid uint32) uint32 {
 		m.finishTerminate(ctx, req, n, true)
 	}()
 	return 0
+}
+
+// launching reports whether a launch of the job is in progress.
+func (m *Manager) launching(jobID uint32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.jobs[jobID]
+	return j != nil && j.launching > 0
 }
 
 // firstSignals logs why the job ends into its steps, then SIGCONT and SIGTERM.
