@@ -42,7 +42,7 @@ lint: ## gofmt and go vet
 
 test: deps lint unit fuzz integration bench-smoke ## every test, the real-cluster ones included
 
-bench: deps build ## the full bench (~10 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest and the RFC's generated blocks
+bench: deps build ## the full bench (~12 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest and the RFC's generated blocks
 	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
 	$(BENCH_BIN)/benchrun -profile full -slurmd-go $(BIN) -out bench/results/latest -rfc rfc -wait-idle 2m
 

@@ -38,6 +38,10 @@ type Profile struct {
 	Settle           time.Duration // pause between runs
 	MungeOps         int           // per concurrency level
 	MungeConcurrency []int
+	JobArray         int           // job-throughput: tasks in the array of `true`
+	JobArrayTimeout  time.Duration // job-throughput: longest wait for one array to finish
+	StepSleep        time.Duration // stepd-rss: the job's `sleep`
+	StepSamples      int           // stepd-rss: VmRSS readings of the idle step manager
 }
 
 // Full is `make bench`: the issue's scenarios, sized to finish in well under 15 minutes on
@@ -50,6 +54,9 @@ func Full() Profile {
 		OpenHeld: 1000, OpenDuration: 8 * time.Second, OpenRateFraction: 0.5,
 		RPCTimeout: flood.DefaultTimeout, IdleSample: 2 * time.Second, Settle: 500 * time.Millisecond,
 		MungeOps: 4000, MungeConcurrency: []int{1, 2, 4, 16, 64},
+		// 200 tasks: slurmctld starts about one per core per second here, so a
+		// 1,000-task array would take ~8 min per daemon and break the 15-min budget.
+		JobArray: 200, JobArrayTimeout: 5 * time.Minute, StepSleep: 30 * time.Second, StepSamples: 10,
 	}
 }
 
@@ -63,6 +70,7 @@ func Smoke() Profile {
 		OpenHeld: 200, OpenDuration: time.Second, OpenRateFraction: 0.5,
 		RPCTimeout: flood.DefaultTimeout, IdleSample: 300 * time.Millisecond, Settle: 100 * time.Millisecond,
 		MungeOps: 200, MungeConcurrency: []int{1, 16},
+		JobArray: 20, JobArrayTimeout: 2 * time.Minute, StepSleep: 8 * time.Second, StepSamples: 5,
 	}
 }
 

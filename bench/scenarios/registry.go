@@ -41,12 +41,10 @@ var Registry = []Scenario{
 	closedLoop{msg: msgStatus},
 	openLoop{},
 	idle{when: "after-load"},
-	planned{name: "job-throughput", title: "Job throughput: 1,000-task array of `true` through slurmctld (jobs/s)",
-		needs: "batch jobs on slurmd-go (issue 3)"},
+	jobThroughput{},
 	planned{name: "srun-launch", title: "Step launch latency: `srun -n1 true`, p50/p99 over 100 runs",
 		needs: "srun steps on slurmd-go (issue 4)"},
-	planned{name: "stepd-rss", title: "Resident memory of one running step's manager",
-		needs: "step managers on slurmd-go (issues 3 and 4)"},
+	stepdRSS{},
 }
 
 // RunAll runs every scenario of Registry (or only those named in only, if not empty),

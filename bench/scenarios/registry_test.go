@@ -30,8 +30,8 @@ func TestRegistry_NamesUniqueAndPlannedSayNotMeasured(t *testing.T) {
 
 func TestRunAll_RecordsStatuses(t *testing.T) {
 	env := &Env{Ctx: context.Background(), Res: &results.Results{}, Logf: func(string, ...any) {}}
-	RunAll(env, map[string]bool{"job-throughput": true, "srun-launch": true})
-	if len(env.Res.Status) != 2 {
+	RunAll(env, map[string]bool{"srun-launch": true})
+	if len(env.Res.Status) != 1 {
 		t.Fatalf("statuses %+v", env.Res.Status)
 	}
 	for _, s := range env.Res.Status {
@@ -50,12 +50,16 @@ func TestRunAll_RecordsStatuses(t *testing.T) {
 
 func TestProfiles(t *testing.T) {
 	for _, p := range []Profile{Full(), Smoke()} {
-		if len(p.VUs) == 0 || len(p.Holds) == 0 || p.Duration <= 0 || p.OpenHeld <= 0 || p.OpenRateFraction <= 0 {
+		if len(p.VUs) == 0 || len(p.Holds) == 0 || p.Duration <= 0 || p.OpenHeld <= 0 || p.OpenRateFraction <= 0 ||
+			p.JobArray <= 0 || p.JobArrayTimeout <= 0 || p.StepSleep <= 0 || p.StepSamples <= 0 {
 			t.Fatalf("profile %s incomplete: %+v", p.Name, p)
 		}
 	}
 	f := Full()
-	if maxOf(f.VUs) != 5000 || maxOf(f.Holds) != 5000 || f.OpenHeld != 1000 {
+	// The job array is 200 tasks, not issue 6's 1,000: slurmctld starts about
+	// one task per core per second on the 2-core reference machine, and three
+	// 1,000-task arrays would break the 15-minute budget of make bench.
+	if maxOf(f.VUs) != 5000 || maxOf(f.Holds) != 5000 || f.OpenHeld != 1000 || f.JobArray != 200 {
 		t.Fatalf("full profile does not match issue 6: %+v", f)
 	}
 }

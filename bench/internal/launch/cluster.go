@@ -227,7 +227,12 @@ func (c *Cluster) renderConf(slurmdPort int) string {
 		"ReturnToService=2",
 		"KillWait=5",
 		"InactiveLimit=0",
-		"MinJobAge=30",
+		"MinJobAge=600", // job-throughput checks every task's final state after the array
+		// Job scenarios measure the node daemons, not slurmctld's pacing: schedule at once when
+		// a job ends (default batch_sched_delay: 3 s), and give a job a small default memory so
+		// that CR_Core_Memory does not hand each job the whole node (one job at a time).
+		"SchedulerParameters=batch_sched_delay=0",
+		"DefMemPerCPU=64",
 		"StateSaveLocation=" + c.Dir + "/state",
 		"SlurmdSpoolDir=" + c.Dir + "/spool/%n",
 		"SlurmdPidFile=" + c.Dir + "/%n.pid",

@@ -62,6 +62,17 @@ func Check(r *results.Results) []string {
 				p = append(p, fmt.Sprintf("hold: %s conns=%d: no probe counted", t.Name, n))
 			}
 		}
+		if t.Kind == results.KindDaemon {
+			switch j := r.JobsFor(t.Name); {
+			case j == nil:
+				p = append(p, fmt.Sprintf("job-throughput: no run for %s", t.Name))
+			case j.Rate <= 0 || j.Completed != j.Tasks:
+				p = append(p, fmt.Sprintf("job-throughput: %s: %d of %d tasks COMPLETED (%v)", t.Name, j.Completed, j.Tasks, j.States))
+			}
+			if sr := r.StepRSSFor(t.Name); sr == nil || sr.RSSMedianKB <= 0 {
+				p = append(p, fmt.Sprintf("stepd-rss: no step-manager RSS for %s", t.Name))
+			}
+		}
 		o := r.OpenFor(t.Name)
 		switch {
 		case o == nil:

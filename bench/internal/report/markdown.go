@@ -30,6 +30,7 @@ var Sections = []Section{
 	{"cpu", "Where the CPU goes", cpuSection},
 	{"published", "The published figures", publishedSection},
 	{"amdahl", "Amdahl model with I/O wait measured", amdahlSection},
+	{"jobs", "Batch jobs: throughput and step-manager memory", jobsSection},
 	{"scenarios", "Scenarios", scenariosSection},
 }
 
@@ -442,6 +443,49 @@ func cpuSection(r *results.Results, _ string) string {
 	fmt.Fprintf(&b, "\nThe %s-VU runs, as shares of all %d cores (*other processes* is slurmctld and anything else running on the machine meanwhile; a large figure there means the run shared the machine with other work):\n\n%s",
 		thousands(top), r.Machine.Cores, t.String())
 	return b.String()
+}
+
+func jobsSection(r *results.Results, _ string) string {
+	if len(r.Jobs) == 0 && len(r.StepMg) == 0 {
+		return "Not measured in this run.\n"
+	}
+	var b strings.Builder
+	sj := r.JobsFor(results.TargetStock)
+	t := table{head: []string{"target", "partition", "tasks", "seconds", "jobs/s", "vs stock", "final states"}}
+	for _, j := range r.Jobs {
+		vs := "–"
+		if sj != nil {
+			vs = ratio(j.Rate, sj.Rate)
+		}
+		t.add(j.Target, j.Partition, thousands(j.Tasks), fmt.Sprintf("%.2f", j.Seconds), fmt.Sprintf("%.1f", j.Rate), vs, stateList(j.States))
+	}
+	b.WriteString("Job throughput: one array of `true` per daemon (`sbatch -a 1-N -p <its partition> --wrap true`, as root), daemons one after another, timed from sbatch until no task is left pending, running or completing in squeue (polled every 250 ms); final states from `scontrol show job`. slurmctld (batch_sched_delay=0, DefMemPerCPU=64) starts queued tasks from its background loop about once a second, one per free core, so on a small machine this rate is paced mostly by slurmctld and the daemons differ in what is left.\n\n")
+	b.WriteString(t.String())
+	ss := r.StepRSSFor(results.TargetStock)
+	t = table{head: []string{"target", "step manager", "VmRSS MiB (median)", "vs stock", "threads", "samples"}}
+	for _, s := range r.StepMg {
+		vs := "–"
+		if ss != nil {
+			vs = ratio(float64(s.RSSMedianKB), float64(ss.RSSMedianKB))
+		}
+		t.add(s.Target, "`"+s.Cmdline+"`", fmt.Sprintf("%.1f", mib(s.RSSMedianKB)), vs, thousands(s.Threads), thousands(len(s.SamplesKB)))
+	}
+	b.WriteString("\nStep-manager memory: one batch job of `sleep` per daemon; VmRSS of its step manager process (found by walking up from the job's process), sampled while idle.\n\n")
+	b.WriteString(t.String())
+	return b.String()
+}
+
+func stateList(m map[string]int) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func scenariosSection(r *results.Results, _ string) string {

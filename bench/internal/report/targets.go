@@ -104,8 +104,7 @@ func Verdicts(r *results.Results) []Verdict {
 				ratio(og.Stats.LatencyAll.P99Ms, ost.Stats.LatencyAll.P99Ms)),
 			judge(og.Stats.ErrorTotal == 0 && og.Stats.LatencyAll.P99Ms*10 <= ost.Stats.LatencyAll.P99Ms)})
 	}
-	v = append(v, pending(r, "job-throughput", "Job throughput ≥ stock's"),
-		pending(r, "srun-launch", "`srun -n1 true` p50 ≤ stock's"))
+	v = append(v, jobsVerdict(r), pending(r, "srun-launch", "`srun -n1 true` p50 ≤ stock's"))
 	ig, is := r.IdleFor(results.TargetGo, "start"), r.IdleFor(results.TargetStock, "start")
 	if ig == nil || is == nil {
 		v = append(v, Verdict{"Idle daemon memory ≤ stock's", "", NoData})
@@ -115,8 +114,35 @@ func Verdicts(r *results.Results) []Verdict {
 				ratio(float64(ig.Series.RSSMedianKB), float64(is.Series.RSSMedianKB))),
 			judge(ig.Series.RSSMedianKB <= is.Series.RSSMedianKB)})
 	}
-	v = append(v, pending(r, "stepd-rss", "Step-manager memory ≤ stock's"))
+	v = append(v, stepdVerdict(r))
 	return v
+}
+
+// jobsVerdict judges slurmd-go's job-array throughput against stock's.
+func jobsVerdict(r *results.Results) Verdict {
+	const target = "Job throughput ≥ stock's"
+	g, s := r.JobsFor(results.TargetGo), r.JobsFor(results.TargetStock)
+	if g == nil || s == nil || g.Rate <= 0 || s.Rate <= 0 {
+		return pending(r, "job-throughput", target)
+	}
+	m := fmt.Sprintf("%s-task array of `true`: slurmd-go %.1f jobs/s, stock %.1f jobs/s (%s)",
+		thousands(g.Tasks), g.Rate, s.Rate, ratio(g.Rate, s.Rate))
+	if n := r.JobsFor(results.TargetGoNet); n != nil {
+		m += fmt.Sprintf("; slurmd-go net %.1f jobs/s", n.Rate)
+	}
+	return Verdict{target, m, judge(g.Completed == g.Tasks && g.Rate >= s.Rate)}
+}
+
+// stepdVerdict judges the idle RSS of slurmd-go's step manager against stock slurmstepd's.
+func stepdVerdict(r *results.Results) Verdict {
+	const target = "Step-manager memory ≤ stock's"
+	g, s := r.StepRSSFor(results.TargetGo), r.StepRSSFor(results.TargetStock)
+	if g == nil || s == nil || g.RSSMedianKB <= 0 || s.RSSMedianKB <= 0 {
+		return pending(r, "stepd-rss", target)
+	}
+	return Verdict{target, fmt.Sprintf("VmRSS of a batch job's step manager, idle: slurmd-go %.1f MiB, stock %.1f MiB (%s)",
+		mib(g.RSSMedianKB), mib(s.RSSMedianKB), ratio(float64(g.RSSMedianKB), float64(s.RSSMedianKB))),
+		judge(g.RSSMedianKB <= s.RSSMedianKB)}
 }
 
 // pending is the verdict of a target whose scenario (name) has no judge here yet: "not

@@ -49,6 +49,8 @@ type Results struct {
 	Closed []ClosedRun         `json:"closed,omitempty"`
 	Holds  []HoldRun           `json:"holds,omitempty"`
 	Open   []OpenRun           `json:"open,omitempty"`
+	Jobs   []JobThroughput     `json:"jobs,omitempty"`  // job-throughput, one per daemon
+	StepMg []StepRSS           `json:"stepd,omitempty"` // stepd-rss, one per daemon
 	Status []ScenarioStatus    `json:"scenarios"`
 	Extra  map[string]any      `json:"extra,omitempty"` // later scenarios' figures, by scenario name
 	Notes  []string            `json:"notes,omitempty"`
@@ -216,6 +218,52 @@ type OpenRun struct {
 	Daemon procstat.Series `json:"daemon"`
 	CPU    CPU             `json:"cpu"`
 	Kernel Kernel          `json:"kernel"`
+}
+
+// JobThroughput is one job array of `true` through slurmctld to one daemon (its own
+// partition): from sbatch until no task of the array is left pending, running or completing.
+type JobThroughput struct {
+	Target    string         `json:"target"`
+	Partition string         `json:"partition"`
+	JobID     string         `json:"job_id"`
+	Tasks     int            `json:"tasks"`
+	Seconds   float64        `json:"seconds"`
+	Rate      float64        `json:"jobs_per_s"`
+	Completed int            `json:"completed"` // tasks that ended COMPLETED (scontrol show job)
+	States    map[string]int `json:"states"`    // final state -> tasks
+}
+
+// StepRSS is the resident memory of the step manager of one running batch job (`sleep`),
+// sampled while it is idle.
+type StepRSS struct {
+	Target      string  `json:"target"`
+	Partition   string  `json:"partition"`
+	JobID       string  `json:"job_id"`
+	PID         int     `json:"pid"`
+	Cmdline     string  `json:"cmdline"`
+	SamplesKB   []int64 `json:"rss_kb_samples"`
+	RSSMedianKB int64   `json:"rss_median_kb"`
+	Threads     int     `json:"threads"`
+}
+
+// JobsFor is target's job-throughput run (nil if absent).
+func (r *Results) JobsFor(target string) *JobThroughput {
+	for i := range r.Jobs {
+		if r.Jobs[i].Target == target {
+			return &r.Jobs[i]
+		}
+	}
+	return nil
+}
+
+// StepRSSFor is target's stepd-rss measurement (nil if absent).
+func (r *Results) StepRSSFor(target string) *StepRSS {
+	for i := range r.StepMg {
+		if r.StepMg[i].Target == target {
+			return &r.StepMg[i]
+		}
+	}
+	return nil
 }
 
 // Scenario statuses.
