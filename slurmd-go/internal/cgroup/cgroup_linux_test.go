@@ -60,7 +60,7 @@ func TestSplitPath(t *testing.T) {
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("cgroup tests create cgroups: run as root (CI does)")
+		t.Fatal("cgroup tests create cgroups: run them as root (make test and CI do)")
 	}
 }
 
