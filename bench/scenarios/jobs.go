@@ -101,17 +101,25 @@ func (jobThroughput) Title() string {
 }
 
 func (jobThroughput) Run(env *Env) error {
+	return eachDaemon(env, func(t *Target) error {
+		r, err := env.jobArray(t)
+		if r != nil {
+			env.Res.Jobs = append(env.Res.Jobs, *r)
+		}
+		return err
+	})
+}
+
+// eachDaemon runs one measurement per daemon target, one after another,
+// and joins their errors (a failed daemon does not hide the others).
+func eachDaemon(env *Env, measure func(t *Target) error) error {
 	ts := env.daemons()
 	if len(ts) == 0 {
 		return fmt.Errorf("no daemon targets")
 	}
 	var errs []string
 	for _, t := range ts {
-		r, err := env.jobArray(t)
-		if r != nil {
-			env.Res.Jobs = append(env.Res.Jobs, *r)
-		}
-		if err != nil {
+		if err := measure(t); err != nil {
 			errs = append(errs, t.Name+": "+err.Error())
 			env.Logf("  %s: %v", t.Name, err)
 		}
@@ -181,25 +189,13 @@ func (stepdRSS) Name() string  { return "stepd-rss" }
 func (stepdRSS) Title() string { return "Resident memory of one running step's manager" }
 
 func (stepdRSS) Run(env *Env) error {
-	ts := env.daemons()
-	if len(ts) == 0 {
-		return fmt.Errorf("no daemon targets")
-	}
-	var errs []string
-	for _, t := range ts {
+	return eachDaemon(env, func(t *Target) error {
 		r, err := env.stepRSS(t)
 		if r != nil {
 			env.Res.StepMg = append(env.Res.StepMg, *r)
 		}
-		if err != nil {
-			errs = append(errs, t.Name+": "+err.Error())
-			env.Logf("  %s: %v", t.Name, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return nil
+		return err
+	})
 }
 
 func (e *Env) stepRSS(t *Target) (res *results.StepRSS, err error) {
