@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -416,29 +414,7 @@ func (c *Cluster) Stop() []error {
 }
 
 // pickPorts returns n distinct free TCP ports in [portLow, portHigh).
-func pickPorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for try := 0; len(ports) < n && try < 400; try++ {
-		r, _ := rand.Int(rand.Reader, big.NewInt(portHigh-portLow))
-		p := portLow + int(r.Int64())
-		l, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("launch: not enough free ports")
-	}
-	return ports, nil
-}
+func pickPorts(n int) ([]int, error) { return spawn.FreePorts(n, portLow, portHigh) }
 
 // LogTail returns the last n lines of a file (for error reports).
 func LogTail(path string, n int) string {

@@ -1,10 +1,8 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -89,35 +87,13 @@ const messageTimeout = 5 * time.Second
 // (32768-60999, so outgoing RPC connections never hold them) and clear of the ranges
 // other engineers' private clusters use (17817-17900, 27817-27900).
 const (
-	portLow      = 20000
-	portHigh     = 27800
-	portAttempts = 200
+	portLow  = 20000
+	portHigh = 27800
 )
 
 // pickPorts returns n distinct TCP ports that were bindable on 0.0.0.0 (the daemons
 // listen on the wildcard address). All listeners are held until every port is chosen.
-func pickPorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for try := 0; len(ports) < n && try < portAttempts; try++ {
-		p := portLow + rand.IntN(portHigh-portLow)
-		l, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("cluster: could not find enough free ports")
-	}
-	return ports, nil
-}
+func pickPorts(n int) ([]int, error) { return spawn.FreePorts(n, portLow, portHigh) }
 
 // confParams is everything renderConf needs; it is a pure function of these.
 type confParams struct {
