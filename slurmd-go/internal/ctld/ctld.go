@@ -62,6 +62,16 @@ func (c *Client) Call(ctx context.Context, body slurmproto.Body, restrictUID uin
 	return nil, fmt.Errorf("%w: %w", ErrNoController, errors.Join(errs...))
 }
 
+// CallAddr sends body to one host:port that is not a controller (srun's
+// response port, another node) and returns the decoded reply.
+func (c *Client) CallAddr(ctx context.Context, host string, body slurmproto.Body, restrictUID uint32) (slurmproto.Body, error) {
+	frame, err := c.encode(ctx, body, restrictUID)
+	if err != nil {
+		return nil, err
+	}
+	return c.exchange(ctx, c.cfg(), host, frame, true)
+}
+
 // Send delivers body without waiting for a reply (slurm_send_only_controller_msg).
 func (c *Client) Send(ctx context.Context, body slurmproto.Body, restrictUID uint32) error {
 	cfg := c.cfg()

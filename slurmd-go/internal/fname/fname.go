@@ -193,6 +193,16 @@ func singleTaskIO(s string) int {
 	return int(int32(uint32(v)))
 }
 
+// SingleTask reports whether a pattern names one task ("3"): then only
+// that task's stream goes to srun and the others get /dev/null.
+func SingleTask(pattern string) (int, bool) {
+	if pattern == "" {
+		return 0, false
+	}
+	id := singleTaskIO(pattern)
+	return id, id >= 0
+}
+
 // removePathSlashes is remove_path_slashes: it drops escaping backslashes
 // ("\\" becomes "\") and reports whether there was any.
 func removePathSlashes(p string) (string, bool) {

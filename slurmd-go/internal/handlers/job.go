@@ -18,6 +18,10 @@ type Jobs interface {
 	SignalTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32
 	TerminateTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32
 	Notify(req *slurmproto.JobNotify, uid uint32, privileged bool)
+	StepStat(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
+	StepPids(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
+	Reattach(ctx context.Context, req *slurmproto.ReattachTasks, uid uint32, privileged bool, orig slurmproto.Addr) *slurmproto.ReattachTasksResponse
+	LaunchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks) uint32
 }
 
 // JobRoutes returns the routes of the batch-job RPCs. privileged tells
@@ -33,6 +37,23 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 			// slurmctld only waits MessageTimeout.
 			j.StartBatch(req.Header.Version, req.RawBody, m)
 			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestLaunchTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			// srun waits for the step manager: answered once it is ready.
+			rc := j.LaunchTasks(ctx, req.Header.Version, req.UID, privileged(req.UID), req.Orig, req.Body.(*slurmproto.LaunchTasks))
+			return rpc.Reply{Body: slurmproto.ReturnCodeMsg{RC: rc}}, nil
+		}},
+		slurmproto.RequestJobStepStat: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			id := req.Body.(*slurmproto.StepIDMsg).StepID
+			return rpc.Reply{Body: j.StepStat(ctx, id, req.UID, privileged(req.UID)), Copy: true}, nil
+		}},
+		slurmproto.RequestJobStepPids: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			id := req.Body.(*slurmproto.StepIDMsg).StepID
+			return rpc.Reply{Body: j.StepPids(ctx, id, req.UID, privileged(req.UID)), Copy: true}, nil
+		}},
+		slurmproto.RequestReattachTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			resp := j.Reattach(ctx, req.Body.(*slurmproto.ReattachTasks), req.UID, privileged(req.UID), req.Orig)
+			return rpc.Reply{Body: resp, Copy: true}, nil
 		}},
 		slurmproto.RequestLaunchProlog: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			j.LaunchProlog(req.Body.(*slurmproto.LaunchProlog))

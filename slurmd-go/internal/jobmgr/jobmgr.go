@@ -20,6 +20,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -55,6 +56,8 @@ type Manager struct {
 	stepdPath string
 	reg       Registrar
 	log       hclog.Logger
+	auth      auth.Authenticator // verifies step credentials' signatures
+	nodeCPUs  func() int         // this node's CPU count as registered (conf->cpus)
 
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
@@ -76,10 +79,11 @@ type job struct {
 	launching    int    // batch launches in progress
 }
 
-// New returns a manager. stepdPath is the slurmstepd-go binary.
-func New(cfg func() *config.Config, c *ctld.Client, stepdPath string, reg Registrar, log hclog.Logger) *Manager {
+// New returns a manager. stepdPath is the slurmstepd-go binary; a decodes
+// step credentials; nodeCPUs is the CPU count the node registered.
+func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCPUs func() int, stepdPath string, reg Registrar, log hclog.Logger) *Manager {
 	return &Manager{
-		cfg: cfg, ctld: c, stepdPath: stepdPath, reg: reg,
+		cfg: cfg, ctld: c, auth: a, nodeCPUs: nodeCPUs, stepdPath: stepdPath, reg: reg,
 		log:         log.Named("jobmgr"),
 		jobs:        map[uint32]*job{},
 		terminating: map[uint32]bool{},

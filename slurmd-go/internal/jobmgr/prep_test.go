@@ -51,7 +51,7 @@ func testManager(t *testing.T, extra string) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(func() *config.Config { return cfg }, nil, "/nonexistent", nil, hclog.NewNullLogger())
+	return New(func() *config.Config { return cfg }, nil, nil, func() int { return 1 }, "/nonexistent", nil, hclog.NewNullLogger())
 }
 
 func names(env []string) []string {

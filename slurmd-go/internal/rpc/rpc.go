@@ -196,8 +196,13 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	if slurmproto.HasBody(h.Version, h.MsgType) {
 		if req.Body, err = slurmproto.DecodeBody(h.Version, h.MsgType, msg.Body); err != nil {
 			log.Warn("malformed request body", "uid", cred.UID, "error", err)
-			return d.finish(ctx, h, pending, d.rcBody(slurmproto.ESlurmProtocolIncompletePacket), false, cred.UID, kind, peer)
+			return d.finish(ctx, h, pending, d.rcBody(rcForDecode(err)), false, cred.UID, kind, peer)
 		}
+	} else if slurmproto.HasBody(slurmproto.Version2205, h.MsgType) {
+		// A body this daemon only reads in newer layouts: never hand a
+		// handler a nil body.
+		log.Warn("request body layout not supported at this version", "uid", cred.UID, "version", h.Version)
+		return d.finish(ctx, h, pending, d.rcBody(slurmproto.SlurmProtocolVersionError), false, cred.UID, kind, peer)
 	}
 	if route.Privileged && !d.privileged(cred.UID) {
 		log.Error("security violation: request from unauthorized uid", "uid", cred.UID)

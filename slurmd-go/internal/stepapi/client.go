@@ -2,9 +2,12 @@ package stepapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 
@@ -534,4 +537,93 @@ func trimNUL(b []byte) string {
 		b = b[:len(b)-1]
 	}
 	return string(b)
+}
+
+// AttachResult is the reply of REQUEST_ATTACH: the step's local tasks.
+type AttachResult struct {
+	RC          int32
+	PIDs        []uint32
+	GTIDs       []uint32
+	Executables []string
+}
+
+// Attach asks the step to connect its I/O to io and send task exits to
+// resp (sattach; stepd_attach in 22.05 layout). key is the client's
+// credential signature, uid the requester.
+func (c *Conn) Attach(ctx context.Context, io, resp netip.AddrPort, key []byte, uid uint32) (*AttachResult, error) {
+	c.begin(ctx)
+	var o Out
+	o.Int32(int32(RequestAttach))
+	o.Bytes(SockaddrIn(io))
+	o.Bytes(SockaddrIn(resp))
+	o.Uint32(uint32(len(key)))
+	o.Bytes(key)
+	o.Uint32(uid)
+	o.Uint16(uint16(ProtocolVersion))
+	if err := c.send(&o); err != nil {
+		return nil, c.wrap(RequestAttach, err)
+	}
+	r := &AttachResult{}
+	rc, err := c.w.ReadInt32()
+	if err != nil {
+		return nil, c.wrap(RequestAttach, err)
+	}
+	r.RC = rc
+	if rc != 0 {
+		return r, nil
+	}
+	n, err := c.w.ReadUint32()
+	if err != nil {
+		return nil, c.wrap(RequestAttach, err)
+	}
+	if n > MaxWireString/4 {
+		return nil, fmt.Errorf("%w: %d tasks", ErrProtocol, n)
+	}
+	read := func() ([]uint32, error) {
+		out := make([]uint32, n)
+		for i := range out {
+			v, err := c.w.ReadUint32()
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	if r.PIDs, err = read(); err != nil {
+		return nil, c.wrap(RequestAttach, err)
+	}
+	if r.GTIDs, err = read(); err != nil {
+		return nil, c.wrap(RequestAttach, err)
+	}
+	for i := uint32(0); i < n; i++ {
+		b, err := c.w.ReadLenBytes()
+		if err != nil {
+			return nil, c.wrap(RequestAttach, err)
+		}
+		r.Executables = append(r.Executables, strings.TrimRight(string(b), "\x00"))
+	}
+	return r, nil
+}
+
+// SockaddrIn is an IPv4 address as a raw struct sockaddr_storage (family
+// in host order, port and address in network order).
+func SockaddrIn(ap netip.AddrPort) []byte {
+	b := make([]byte, SockaddrStorageSize)
+	if !ap.IsValid() || !ap.Addr().Unmap().Is4() {
+		return b
+	}
+	binary.NativeEndian.PutUint16(b[0:], syscall.AF_INET)
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	a := ap.Addr().Unmap().As4()
+	copy(b[4:8], a[:])
+	return b
+}
+
+// ParseSockaddrIn reads what SockaddrIn writes.
+func ParseSockaddrIn(b []byte) (netip.AddrPort, bool) {
+	if len(b) < 8 || binary.NativeEndian.Uint16(b[0:]) != syscall.AF_INET {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:])), true
 }

@@ -111,6 +111,22 @@ func SocketPath(spoolDir, nodeName string, id slurmproto.StepID) string {
 	return name
 }
 
+// launchStepID is the step a spec starts.
+func launchStepID(spec *StartSpec) (slurmproto.StepID, error) {
+	if spec.Kind == KindTasks {
+		m, err := slurmproto.DecodeBody(spec.ProtocolVersion, slurmproto.RequestLaunchTasks, spec.LaunchBody)
+		if err != nil {
+			return slurmproto.StepID{}, err
+		}
+		return m.(*slurmproto.LaunchTasks).StepID, nil
+	}
+	m, err := slurmproto.DecodeBody(spec.ProtocolVersion, slurmproto.RequestBatchJobLaunch, spec.LaunchBody)
+	if err != nil {
+		return slurmproto.StepID{}, err
+	}
+	return slurmproto.StepID{JobID: m.(*slurmproto.BatchJobLaunch).JobID, StepID: slurmproto.StepIDBatch, StepHetComp: slurmproto.NoVal}, nil
+}
+
 // Launch starts a step manager for spec with the binary at stepdPath and
 // returns once it listens on its step socket, or with the error it
 // reported (a *LaunchError) or ErrLaunchTimeout/ErrNoReport. The step
@@ -123,10 +139,8 @@ func Launch(ctx context.Context, stepdPath string, spec StartSpec) (*Handle, err
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	var launch slurmproto.StepID
-	if m, err := slurmproto.DecodeBody(spec.ProtocolVersion, slurmproto.RequestBatchJobLaunch, spec.LaunchBody); err == nil {
-		launch = slurmproto.StepID{JobID: m.(*slurmproto.BatchJobLaunch).JobID, StepID: slurmproto.StepIDBatch, StepHetComp: slurmproto.NoVal}
-	} else {
+	launch, err := launchStepID(&spec)
+	if err != nil {
 		return nil, &LaunchError{RC: slurmproto.ESlurmdSetupEnvironmentError, Msg: err.Error()}
 	}
 	if _, ok := ctx.Deadline(); !ok {

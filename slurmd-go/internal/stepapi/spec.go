@@ -27,7 +27,7 @@ type Kind string
 // Step manager kinds.
 const (
 	KindBatch Kind = "batch" // REQUEST_BATCH_JOB_LAUNCH
-	KindTasks Kind = "tasks" // REQUEST_LAUNCH_TASKS (not implemented yet)
+	KindTasks Kind = "tasks" // REQUEST_LAUNCH_TASKS
 )
 
 // StartSpec is everything a step manager needs, computed by the daemon from
@@ -89,7 +89,9 @@ type StartSpec struct {
 	// ProtocolVersion is the header version of the launch RPC.
 	ProtocolVersion uint16 `json:"protocol_version"`
 	// LaunchBody is the REQUEST_BATCH_JOB_LAUNCH body exactly as received
-	// (user_name and gids are taken from its credential).
+	// (user_name and gids are taken from its credential), or the
+	// REQUEST_LAUNCH_TASKS body as slurmd-go completed it from the verified
+	// credential (user name, gids, node CPUs, memory, orig_addr).
 	LaunchBody []byte `json:"launch_body"`
 }
 
@@ -101,7 +103,7 @@ func (s *StartSpec) Validate() error {
 	switch {
 	case s.SpecVersion != SpecVersion:
 		return fmt.Errorf("%w: spec version %d, want %d", ErrBadSpec, s.SpecVersion, SpecVersion)
-	case s.Kind != KindBatch:
+	case s.Kind != KindBatch && s.Kind != KindTasks:
 		return fmt.Errorf("%w: kind %q not supported", ErrBadSpec, s.Kind)
 	case s.NodeName == "":
 		return fmt.Errorf("%w: no node name", ErrBadSpec)

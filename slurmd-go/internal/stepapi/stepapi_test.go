@@ -51,7 +51,7 @@ func TestSpec_RoundTripAndValidate(t *testing.T) {
 	}
 	for name, edit := range map[string]func(*StartSpec){
 		"version":  func(s *StartSpec) { s.SpecVersion = 99 },
-		"kind":     func(s *StartSpec) { s.Kind = KindTasks },
+		"kind":     func(s *StartSpec) { s.Kind = "exec" },
 		"node":     func(s *StartSpec) { s.NodeName = "" },
 		"relative": func(s *StartSpec) { s.SpoolDir = "spool" },
 		"ctld":     func(s *StartSpec) { s.CtldHosts = nil },

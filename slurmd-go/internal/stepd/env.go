@@ -303,3 +303,70 @@ func BatchTaskEnv(jobEnv Env, c TaskEnvConfig) Env {
 
 // RlimitEnvName is the variable sbatch exports for a limit ("SLURM_RLIMIT_CPU").
 func RlimitEnvName(limit string) string { return "SLURM_RLIMIT_" + limit }
+
+// StepEnvConfig is the per-task input of setup_env for a step task.
+type StepEnvConfig struct {
+	ConfFile       string
+	CPUsOnNode     uint16 // job->cpus: the step's CPUs on this node
+	JobID, StepID  uint32
+	TaskPID        int
+	NodeID         uint32 // this node's rank in the step
+	ProcID         uint32 // global task id
+	LocalID        uint32
+	GTIDs          string // the node's global task ids, comma separated
+	CommPort       uint16 // srun's response port for this node
+	LaunchHost     string // srun's address (SLURM_LAUNCH_NODE_IPADDR)
+	UID, GID       uint32
+	UserName       string
+	WorkingCluster string
+	NodeName       string
+	TresBind       string
+	TresFreq       string
+}
+
+// StepTaskEnv is what exec_task makes of the step's environment (srun's
+// env with SLURM_SRUN_COMM_HOST and the topology variables) for one task:
+// setup_env with the step's values, SLURM_JOB_GID and SLURMD_NODENAME.
+// srun already set the job-wide variables (SLURM_NTASKS, SLURM_NODELIST,
+// ...), which slurmstepd leaves alone for steps.
+func StepTaskEnv(stepEnv Env, c StepEnvConfig) []string {
+	env := stepEnv.Copy()
+	d := func(v int64) string { return strconv.FormatInt(v, 10) }
+	env.Setenvf("SLURM_CONF", cstr(c.ConfFile))
+	env.Unset("SLURM_CONF_SERVER")
+	if c.CPUsOnNode != 0 {
+		env.Setenvf("SLURM_CPUS_ON_NODE", d(int64(c.CPUsOnNode)))
+	}
+	env.Setenvf("SLURM_JOB_ID", d(int64(int32(c.JobID))))
+	env.Setenvf("SLURM_JOBID", d(int64(int32(c.JobID))))
+	if c.TaskPID != 0 {
+		env.Setenvf("SLURM_TASK_PID", d(int64(c.TaskPID)))
+	}
+	env.Setenvf("SLURM_NODEID", d(int64(int32(c.NodeID))))
+	env.Setenvf("SLURM_PROCID", d(int64(int32(c.ProcID))))
+	env.Setenvf("SLURM_LOCALID", d(int64(int32(c.LocalID))))
+	// Printed with %d from an int: special step ids come out negative.
+	env.Setenvf("SLURM_STEP_ID", d(int64(int32(c.StepID))))
+	env.Setenvf("SLURM_STEPID", d(int64(int32(c.StepID))))
+	if c.CommPort != 0 {
+		env.Setenvf("SLURM_SRUN_COMM_PORT", d(int64(c.CommPort)))
+	}
+	if c.LaunchHost != "" {
+		env.Setenvf("SLURM_LAUNCH_NODE_IPADDR", c.LaunchHost)
+	}
+	env.Setenvf("SLURM_GTIDS", c.GTIDs)
+	if c.UserName != "" {
+		env.Setenvf("SLURM_JOB_UID", strconv.FormatUint(uint64(c.UID), 10))
+		env.Setenvf("SLURM_JOB_USER", c.UserName)
+	}
+	env.Setenvf("SLURM_WORKING_CLUSTER", c.WorkingCluster)
+	env.Setenvf("SLURM_JOB_GID", strconv.FormatUint(uint64(c.GID), 10))
+	env.Setenvf("SLURMD_NODENAME", c.NodeName)
+	if c.TresBind != "" {
+		env.Setenvf("SLURMD_TRES_BIND", c.TresBind)
+	}
+	if c.TresFreq != "" {
+		env.Setenvf("SLURMD_TRES_FREQ", c.TresFreq)
+	}
+	return env
+}

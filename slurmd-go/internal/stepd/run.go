@@ -37,6 +37,10 @@ func (s *Step) run() {
 	if err := proc.SetChildSubreaper(); err != nil {
 		s.log.Warn("cannot become child subreaper", "error", err)
 	}
+	if s.launch != nil {
+		s.runTasks()
+		return
+	}
 	s.reaper = proc.NewReaper()
 	defer s.reaper.Stop()
 
@@ -174,7 +178,7 @@ func (s *Step) makeCgroup() {
 	if m == nil || m.Kind() == cgroup.KindNone {
 		return
 	}
-	cg, err := m.Create(s.id.JobID, "batch")
+	cg, err := m.Create(s.id.JobID, s.stepName())
 	if err != nil {
 		s.log.Warn("cgroup create", "error", err)
 		return

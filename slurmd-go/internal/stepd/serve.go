@@ -168,9 +168,13 @@ func ServeWith(in *os.File, rep io.WriteCloser, o Options) int {
 		}
 		o.Ctld = c
 	}
-	s, err := newStep(spec, o, log)
+	newFn := newStep
+	if spec.Kind == stepapi.KindTasks {
+		newFn = newTaskStep
+	}
+	s, err := newFn(spec, o, log)
 	if err != nil {
-		log.Error("batch script setup failed", "error", err)
+		log.Error("step setup failed", "kind", spec.Kind, "error", err)
 		report(stepapi.Report{RC: setupRC(err), Error: err.Error()})
 		return 1
 	}
@@ -182,7 +186,7 @@ func ServeWith(in *os.File, rep io.WriteCloser, o Options) int {
 		return 1
 	}
 	in.Close()
-	s.log.Info("launching batch job", "uid", s.uid)
+	s.log.Info("launching step", "kind", spec.Kind, "uid", s.uid)
 	s.run()
 	return 0
 }

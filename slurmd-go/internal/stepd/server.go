@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -191,7 +192,7 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 	case stepapi.RequestStepUID:
 		o.Uint32(s.uid)
 	case stepapi.RequestStepNodeID:
-		o.Uint32(0) // the batch script runs on node 0 of its step
+		o.Uint32(uint32(s.nodeID)) // 0 for the batch script
 	case stepapi.RequestAttach:
 		return s.handleAttach(w, c, p)
 	case stepapi.RequestPidInContainer:
@@ -217,12 +218,23 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		return s.handleCompletion(w, c, p)
 	case stepapi.RequestStepTaskInfo:
 		s.mu.Lock()
-		o.Uint32(1)
-		o.Int32(0)            // local id
-		o.Uint32(0)           // global id
-		o.Int32(int32(s.pid)) // pid
-		o.Bool(s.exited)      // exited
-		o.Int32(s.estatus)    // raw status
+		if s.launch != nil {
+			o.Uint32(uint32(len(s.tasks)))
+			for _, t := range s.tasks {
+				o.Int32(int32(t.ltid))
+				o.Uint32(t.gtid)
+				o.Int32(int32(t.pid))
+				o.Bool(t.exited)
+				o.Int32(t.status)
+			}
+		} else {
+			o.Uint32(1)
+			o.Int32(0)            // local id
+			o.Uint32(0)           // global id
+			o.Int32(int32(s.pid)) // pid
+			o.Bool(s.exited)      // exited
+			o.Int32(s.estatus)    // raw status
+		}
 		s.mu.Unlock()
 	case stepapi.RequestStepStat:
 		if p.uid != s.uid && !s.authorized(p.uid) {
@@ -290,6 +302,27 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 	return o.Send(c)
 }
 
+// stepIDString is log_build_step_id_str without prefix: "5.0", "5.batch",
+// "5.0+1" for a het component.
+func stepIDString(id slurmproto.StepID) string {
+	var st string
+	switch id.StepID {
+	case slurmproto.StepIDBatch:
+		st = "batch"
+	case slurmproto.StepIDExtern:
+		st = "extern"
+	case slurmproto.StepIDInteractive:
+		st = "interactive"
+	default:
+		st = strconv.FormatUint(uint64(id.StepID), 10)
+	}
+	s := fmt.Sprintf("%d.%s", id.JobID, st)
+	if id.StepHetComp != slurmproto.NoVal {
+		s += fmt.Sprintf("+%d", id.StepHetComp)
+	}
+	return s
+}
+
 // cancelTime is slurm_make_time_str's default format, local time.
 func cancelTime(t time.Time) string { return t.Format("2006-01-02T15:04:05") }
 
@@ -306,11 +339,20 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 	s.mu.Lock()
 	if (sig == int(syscall.SIGTERM) || sig == int(syscall.SIGKILL)) && !s.exited {
 		s.killedByCmd = true
+		for _, t := range s.tasks {
+			if !t.exited {
+				t.killedByCmd = true
+			}
+		}
 	}
-	write := !s.msgSent && s.state < stepapi.StateEnding
+	// Only the step's first node writes the cancel line.
+	write := !s.msgSent && s.state < stepapi.StateEnding && s.nodeID == 0
 	s.mu.Unlock()
 	if write {
 		entity := fmt.Sprintf("JOB %d", s.id.JobID)
+		if s.launch != nil {
+			entity = "STEP " + stepIDString(s.id)
+		}
 		node := s.spec.NodeName
 		now := cancelTime(time.Now())
 		sent := true
@@ -453,12 +495,16 @@ func (s *Step) handleSuspend(suspend bool, uid uint32) (int32, int32) {
 	return 0, 0
 }
 
-// handleAttach reads a REQUEST_ATTACH; a batch step has no I/O to attach to.
+// handleAttach is _handle_attach: sattach's I/O connection joins the
+// step's clients and its response address gets the task exits. A batch
+// step has no I/O to attach to.
 func (s *Step) handleAttach(w *stepapi.Wire, c io.Writer, p peer) error {
-	if _, err := w.ReadBytes(2 * stepapi.SockaddrStorageSize); err != nil {
+	addrs, err := w.ReadBytes(2 * stepapi.SockaddrStorageSize)
+	if err != nil {
 		return err
 	}
-	if _, err := w.ReadLenBytes(); err != nil { // io key (u32 length)
+	key, err := w.ReadLenBytes() // the client's credential signature
+	if err != nil {
 		return err
 	}
 	if _, err := w.ReadUint32(); err != nil { // uid
@@ -471,11 +517,45 @@ func (s *Step) handleAttach(w *stepapi.Wire, c io.Writer, p peer) error {
 	switch {
 	case s.State() != stepapi.StateRunning:
 		o.Int32(slurmproto.ESlurmdJobNotRunning)
-	case !s.authorized(p.uid):
+		return o.Send(c)
+	case !s.authorized(p.uid) && p.uid != s.uid:
 		o.Int32(int32(syscall.EPERM))
-	default:
+		return o.Send(c)
+	case s.launch == nil || s.sio == nil:
 		o.Int32(-1)
+		return o.Send(c)
 	}
+	ioAddr, ok1 := stepapi.ParseSockaddrIn(addrs[:stepapi.SockaddrStorageSize])
+	respAddr, ok2 := stepapi.ParseSockaddrIn(addrs[stepapi.SockaddrStorageSize:])
+	if ok1 && ioAddr.Port() != 0 {
+		conn, err := net.DialTimeout("tcp", ioAddr.String(), IOConnectTimeout)
+		if err == nil {
+			err = s.sio.attach(conn, uint32(s.nodeID), key)
+		}
+		if err != nil {
+			s.log.Error("attach io", "addr", ioAddr, "error", err)
+			o.Int32(int32(slurmproto.ESlurmdIOError))
+			return o.Send(c)
+		}
+	}
+	s.mu.Lock()
+	if ok2 && respAddr.Port() != 0 {
+		s.attachedResp = append(s.attachedResp, respAddr.String())
+	}
+	o.Int32(0)
+	o.Uint32(uint32(len(s.tasks)))
+	for _, t := range s.tasks {
+		o.Uint32(uint32(t.pid))
+	}
+	for _, t := range s.tasks {
+		o.Uint32(t.gtid)
+	}
+	for _, t := range s.tasks {
+		name := t.argv0 + "\x00"
+		o.Int32(int32(len(name)))
+		o.Bytes([]byte(name))
+	}
+	s.mu.Unlock()
 	return o.Send(c)
 }
 

@@ -28,11 +28,16 @@ import (
 // one goroutine (Serve); socket connections read and change the fields
 // guarded by mu from their own goroutines.
 type Step struct {
-	spec *stepapi.StartSpec
-	msg  *slurmproto.BatchJobLaunch
-	opts Options
-	log  hclog.Logger
-	id   slurmproto.StepID
+	spec   *stepapi.StartSpec
+	msg    *slurmproto.BatchJobLaunch // batch steps
+	launch *slurmproto.LaunchTasks    // tasks steps (srun)
+	nodeID int                        // tasks steps: this node's rank in the step
+	tasks  []*stepTask                // tasks steps: the local tasks
+	sio    *stepIO                    // tasks steps: I/O to srun and sattach
+	pty    *os.File                   // tasks steps with --pty: the terminal's master side
+	opts   Options
+	log    hclog.Logger
+	id     slurmproto.StepID
 
 	// Identity and limits, fixed at setup.
 	uid, gid   uint32
@@ -73,6 +78,9 @@ type Step struct {
 	msgSent     bool          // a cancel line was written; guarded by mu
 	oom         bool          // guarded by mu
 	stderr      *os.File      // the job's stderr, for stepd error lines; guarded by mu
+	// attachedResp are the response addresses of sattach clients, which
+	// get MESSAGE_TASK_EXIT too; guarded by mu.
+	attachedResp []string
 }
 
 // setupError is a setup failure with the rc the step manager reports.

@@ -53,6 +53,8 @@ type taskConfig struct {
 	StepMemMiB  uint64          `json:"step_mem_mib"`
 	VSizeFactor uint16          `json:"vsize_factor"`
 	TaskProlog  string          `json:"task_prolog"`
+	// NoTmpdir: only local task 0 makes TMPDIR (task.c _make_tmpdir).
+	NoTmpdir bool `json:"no_tmpdir,omitempty"`
 }
 
 // taskConfigFD is the helper's config pipe.
@@ -149,7 +151,9 @@ func (t *taskRun) job() int {
 			return status
 		}
 	}
-	t.makeTmpdir()
+	if !t.c.NoTmpdir {
+		t.makeTmpdir()
+	}
 	if len(t.c.Argv) == 0 || t.c.Argv[0] == "" {
 		t.errorf("No executable program specified for this task")
 		return 2

@@ -2,60 +2,20 @@ package slurmproto
 
 import (
 	"bytes"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
-// launchTasksCred walks the 22.05 REQUEST_LAUNCH_TASKS body up to its
-// credential (slurm_protocol_pack.c _pack_launch_tasks_request_msg; this
-// package has no codec for the whole message yet) and decodes it.
+// launchTasksCred decodes a 22.05 REQUEST_LAUNCH_TASKS body and returns
+// its credential.
 func launchTasksCred(body []byte) (*Cred, error) {
-	u := NewUnpacker(body)
-	u.StepID()
-	u.U32() // uid
-	u.U32() // gid
-	u.Str() // user_name
-	u.U32Array()
-	u.U32() // het_job_node_offset
-	u.U32() // het_job_id
-	if n, _ := u.U32(); n != NoVal {
-		for i := uint32(0); i < n && u.Err() == nil; i++ {
-			u.U32Array()
-		}
-	}
-	if n, _ := u.U32(); n != NoVal {
-		for i := uint32(0); i < n && u.Err() == nil; i++ {
-			u.U32()
-		}
-	}
-	u.U32()           // het_job_offset
-	u.U32()           // het_job_step_cnt
-	u.U32()           // het_job_task_offset
-	u.Str()           // het_job_node_list
-	u.U32()           // mpi_plugin_id
-	u.U32()           // ntasks
-	u.Raw(4 * 2)      // ntasks_per_board, _core, _tres, _socket
-	u.U64()           // job_mem_lim
-	u.U64()           // step_mem_lim
-	u.U32()           // nnodes
-	u.U16()           // cpus_per_task
-	u.Str()           // tres_per_task
-	u.U16()           // threads_per_core
-	u.U32()           // task_dist
-	u.U16()           // node_cpus
-	u.U16()           // job_core_spec
-	u.U16()           // accel_bind_type
-	v, err := u.U16() // cred_version
+	b, err := DecodeBody(Version2205, RequestLaunchTasks, body)
 	if err != nil {
 		return nil, err
 	}
-	if v != Version2205 {
-		return nil, fmt.Errorf("cred_version 0x%04x", v)
-	}
-	return DecodeCred(u, v)
+	return b.(*LaunchTasks).Cred, nil
 }
 
 // Golden frames from the private cluster goldjob (testdata/README.md,

@@ -1,0 +1,158 @@
+// Package credverify checks a step's job credential as slurmd does before
+// it launches tasks (req.c _check_job_credential and slurm_cred_verify):
+// the munge signature over the exact signed bytes, who signed it, expiry,
+// and that the credential is for this step, user and node. Revocation and
+// replay state belong to the job manager, which asks first.
+package credverify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Verifier checks credentials. Auth decodes the signature; SlurmUserUID is
+// the only uid besides root that may have signed it; Expire is AuthInfo
+// cred_expire.
+type Verifier struct {
+	Auth         auth.Authenticator
+	SlurmUserUID uint32
+	Expire       time.Duration
+	Now          func() time.Time // nil: time.Now
+}
+
+// Error is a refused credential with the Slurm code slurmd answers.
+type Error struct {
+	RC  uint32
+	Err error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func fail(rc uint32, format string, args ...any) error {
+	return &Error{RC: rc, Err: fmt.Errorf(format, args...)}
+}
+
+// RC is the Slurm code of a Verify error (ESLURMD_INVALID_JOB_CREDENTIAL
+// for anything that is not an *Error).
+func RC(err error) uint32 {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RC
+	}
+	return slurmproto.ESlurmdInvalidJobCredential
+}
+
+// Want is what the credential must match.
+type Want struct {
+	Step     slurmproto.StepID
+	UID, GID uint32
+	NodeName string
+}
+
+// Checked is what the credential says about this node.
+type Checked struct {
+	JobNodeIndex int    // this node's index in the job's host list
+	JobCPUs      uint32 // CPUs of the job on this node
+	StepCPUs     uint32 // CPUs of the step on this node (node_cpus)
+	JobMemMiB    uint64
+	StepMemMiB   uint64
+}
+
+// Verify checks c against w. tasks is the number of tasks to launch here
+// (with none, the CPU counts are 1 as in slurmd); nodeCPUs is this node's
+// CPU count, used to scale core counts to CPUs.
+func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks int, nodeCPUs int) (Checked, error) {
+	var out Checked
+	if c == nil {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: no credential")
+	}
+	if err := v.signature(ctx, c); err != nil {
+		return out, err
+	}
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	if exp := c.CTime.Add(v.Expire); now().After(exp) {
+		return out, fail(slurmproto.ESlurmdCredentialExpired, "credverify: credential for %d.%d expired at %s", c.StepID.JobID, c.StepID.StepID, exp.Format(time.RFC3339))
+	}
+	if c.StepID.JobID != w.Step.JobID || c.StepID.StepID != w.Step.StepID {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential for %d.%d, expected %d.%d", c.StepID.JobID, c.StepID.StepID, w.Step.JobID, w.Step.StepID)
+	}
+	if c.UID != w.UID {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: job %d credential created for uid %d, expected %d", c.StepID.JobID, c.UID, w.UID)
+	}
+	if c.GID != w.GID {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: job %d credential created for gid %d, expected %d", c.StepID.JobID, c.GID, w.GID)
+	}
+	steps, err := hostlist.Parse(slurmproto.CString(c.StepHostlist))
+	if err != nil {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential step host list %q: %w", c.StepHostlist, err)
+	}
+	if steps.Find(w.NodeName) < 0 {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: host %s not in credential host list %s", w.NodeName, slurmproto.CString(c.StepHostlist))
+	}
+	jobHosts, err := hostlist.Parse(slurmproto.CString(c.JobHostlist))
+	if err != nil {
+		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential job host list %q: %w", c.JobHostlist, err)
+	}
+	idx := jobHosts.Find(w.NodeName)
+	out.JobNodeIndex = max(idx, 0)
+	out.JobCPUs, out.StepCPUs = 1, 1
+	if c.JobNHosts > 0 && tasks > 0 {
+		if idx < 0 || uint32(idx) >= c.JobNHosts {
+			return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: invalid host index %d for job %d", idx, c.StepID.JobID)
+		}
+		nc, ok := c.CoresForNode(idx)
+		if !ok || nc.Cores == 0 {
+			return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: no core layout for host index %d of job %d", idx, c.StepID.JobID)
+		}
+		job, step := uint32(len(nc.Job)), uint32(len(nc.Step))
+		if step == 0 {
+			step = 1 // "zero processors allocated to step"
+		}
+		// Cores to CPUs: slurmd scales by CPUs per core of the node.
+		if f := nodeCPUs / nc.Cores; f > 1 {
+			job *= uint32(f)
+			step *= uint32(f)
+		}
+		out.JobCPUs, out.StepCPUs = job, step
+	}
+	out.JobMemMiB, out.StepMemMiB = c.MemLimits(out.JobNodeIndex, max(steps.Find(w.NodeName), 0))
+	return out, nil
+}
+
+// signature is cred_p_verify_sign: the munge credential decodes, was made
+// by root or SlurmUser, and carries exactly the signed field bytes.
+func (v *Verifier) signature(ctx context.Context, c *slurmproto.Cred) error {
+	sig := bytes.TrimRight(c.Signature, "\x00")
+	if len(sig) == 0 {
+		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential is not signed")
+	}
+	if len(c.Signed) == 0 {
+		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential has no signed bytes")
+	}
+	cred, err := v.Auth.Decode(ctx, string(sig))
+	if err != nil {
+		rc := uint32(slurmproto.ESlurmdInvalidJobCredential)
+		if errors.Is(err, auth.ErrReplayed) {
+			rc = slurmproto.ESlurmdCredentialReplayed
+		}
+		return fail(rc, "credverify: credential signature: %w", err)
+	}
+	if cred.UID != 0 && cred.UID != v.SlurmUserUID {
+		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential signed by uid %d, not SlurmUser", cred.UID)
+	}
+	if !bytes.Equal(cred.Payload, c.Signed) {
+		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential signature does not cover its fields")
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package jobmgr
+
+import (
+	"context"
+	"os/user"
+	"strconv"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/credverify"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// LaunchTasks serves REQUEST_LAUNCH_TASKS (req.c _rpc_launch_tasks): it
+// checks the requester and the credential, runs the Prolog on a job's
+// first step, starts the step manager and returns the rc that srun gets
+// once the step manager is ready (its socket exists).
+func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks) uint32 {
+	cfg := m.cfg()
+	log := m.log.With("job_id", msg.StepID.JobID, "step_id", msg.StepID.StepID)
+	nodes, err := hostlist.Parse(slurmproto.CString(msg.CompleteNodelist))
+	nodeID := -1
+	if err == nil {
+		nodeID = nodes.Find(cfg.NodeName)
+	}
+	if !privileged && reqUID != msg.UID {
+		log.Error("launch task request from another uid", "uid", reqUID, "owner", msg.UID)
+		return slurmproto.ESlurmUserIDMissing
+	}
+	if nodeID < 0 {
+		log.Info("invalid node list", "node", cfg.NodeName, "nodes", msg.CompleteNodelist)
+		return slurmproto.ESlurmInvalidNodeName
+	}
+	host := ""
+	if orig.AddrPort.IsValid() {
+		host = orig.AddrPort.Addr().String()
+	}
+	log.Info("launch task request", "uid", msg.UID, "gid", msg.GID, "host", host, "node_id", nodeID)
+	// srun's tasks call back the address this request came from.
+	msg.Env = overwriteEnv(msg.Env, "SLURM_SRUN_COMM_HOST", host)
+	msg.OrigAddr = orig
+
+	tasks := 0
+	if nodeID < len(msg.TasksToLaunch) {
+		tasks = int(msg.TasksToLaunch[nodeID])
+	}
+	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire}
+	chk, err := v.Verify(ctx, msg.Cred, credverify.Want{Step: msg.StepID, UID: msg.UID, GID: msg.GID, NodeName: cfg.NodeName}, tasks, m.nodeCPUs())
+	if err != nil {
+		log.Error("invalid job credential", "requester_uid", reqUID, "host", host, "error", err)
+		return credverify.RC(err)
+	}
+	c := msg.Cred
+	msg.UserName = c.PwName
+	if msg.UserName == "" {
+		msg.UserName = uidName(msg.UID)
+	}
+	if len(c.Gids) > 0 {
+		msg.Gids = c.Gids
+	}
+	msg.NodeCPUs = uint16(chk.StepCPUs)
+	msg.JobCoreSpec = c.JobCoreSpec
+	if chk.JobMemMiB != 0 {
+		msg.JobMemLim, msg.StepMemLim = chk.JobMemMiB, chk.StepMemMiB
+	}
+
+	j, revoked := m.incarnation(msg.StepID.JobID, msg.UID, msg.GID, c.CTime)
+	if revoked {
+		log.Error("job credential revoked")
+		return slurmproto.ESlurmdCredentialRevoked
+	}
+	if rc, ranHere := m.prologOnce(ctx, j, scriptJob{
+		JobID: msg.StepID.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
+		UserName: slurmproto.CString(c.PwName), WorkDir: msg.Cwd, Nodes: c.JobHostlist,
+		Partition: c.JobPartition, AliasList: c.JobAliasList, SpankJobEnv: msg.SpankJobEnv, Cred: c,
+	}); rc != 0 {
+		if ranHere {
+			m.mu.Lock()
+			st := j.prologStatus
+			m.mu.Unlock()
+			log.Error("prolog failed", "status", st)
+		}
+		return rc
+	}
+	body, err := slurmproto.EncodeBody(version, msg)
+	if err != nil {
+		log.Error("re-encode launch", "error", err)
+		return slurmproto.SlurmError
+	}
+	spec := m.spec(stepapi.KindTasks, version, body)
+	spec.NodeIndex = nodeID
+	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
+		log.Error("step launch failed", "error", err)
+		return stepapi.RC(err)
+	}
+	if m.revoked(msg.StepID.JobID) {
+		log.Info("job killed while its step was starting")
+		m.terminateSteps(ctx, msg.StepID.JobID)
+	}
+	return 0
+}
+
+// overwriteEnv is env_array_overwrite.
+func overwriteEnv(env []string, name, value string) []string {
+	p := name + "="
+	for i, e := range env {
+		if len(e) >= len(p) && e[:len(p)] == p {
+			env[i] = p + value
+			return env
+		}
+	}
+	return append(env, p+value)
+}
+
+// uidName is uid_to_string: "root", the passwd name, else "nobody".
+func uidName(uid uint32) string {
+	if uid == 0 {
+		return "root"
+	}
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return "nobody"
+}

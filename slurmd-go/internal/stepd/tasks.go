@@ -1,0 +1,644 @@
+//go:build linux
+
+package stepd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// A tasks step (REQUEST_LAUNCH_TASKS, what srun starts) runs this node's
+// share of the step's tasks, forwards their I/O to srun, reports each
+// exit to srun (MESSAGE_TASK_EXIT) and the step's end to slurmctld
+// (REQUEST_STEP_COMPLETE):
+//
+//	serve ─▶ newTaskStep: decode, identity, env, socket ─▶ report/ack ─▶
+//	runTasks: cgroup, I/O to srun, fork tasks, RESPONSE_LAUNCH_TASKS,
+//	          wait ─▶ TASK_EXIT per status group ─▶ drain I/O ─▶ kill rest ─▶
+//	          STEP_COMPLETE (retried) ─▶ close socket
+
+// Named bounds of a tasks step.
+const (
+	// SrunMsgRetries is how often a message to srun is tried
+	// (mgr.c _send_launch_resp / _send_exit_msg: 5 tries).
+	SrunMsgRetries = 5
+	// SrunMsgRetryDelay is the pause between those tries.
+	SrunMsgRetryDelay = time.Second
+	// IODrainTimeout bounds the wait for task output to reach srun after
+	// the last task exited (children that keep a pipe open are cut off).
+	IODrainTimeout = 10 * time.Second
+	// ExitBatchWindow gathers task exits that happen together into one
+	// MESSAGE_TASK_EXIT, as slurmstepd's wait loop does.
+	ExitBatchWindow = 20 * time.Millisecond
+)
+
+// StepCompleteRetry is the schedule of REQUEST_STEP_COMPLETE (mgr.c
+// _send_step_complete_msgs retries every RETRY_DELAY while no controller
+// answers; bounded here to about an hour like the batch completion).
+var StepCompleteRetry = RetrySchedule{Attempts: 241, Delay: 15 * time.Second}
+
+// stepTask is one local task.
+type stepTask struct {
+	ltid, gtid  uint32
+	pid         int
+	exited      bool  // guarded by Step.mu
+	status      int32 // raw wait status; guarded by Step.mu
+	sent        bool  // exit reported to srun
+	killedByCmd bool  // guarded by Step.mu
+	argv0       string
+}
+
+// AddrCaller sends an RPC to an arbitrary address (srun's ports);
+// internal/ctld.Client implements it.
+type AddrCaller interface {
+	CallAddr(ctx context.Context, host string, body slurmproto.Body, restrictUID uint32) (slurmproto.Body, error)
+}
+
+// newTaskStep decodes REQUEST_LAUNCH_TASKS (as completed by slurmd-go:
+// user name, gids, node CPUs and memory from the verified credential) and
+// prepares the step record, environment and socket.
+func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, error) {
+	b, err := slurmproto.DecodeBody(spec.ProtocolVersion, slurmproto.RequestLaunchTasks, spec.LaunchBody)
+	if err != nil {
+		return nil, failSetup(slurmproto.ESlurmdSetupEnvironmentError, "stepd: launch body: %w", err)
+	}
+	m := b.(*slurmproto.LaunchTasks)
+	nodeID := spec.NodeIndex
+	if nodeID < 0 || nodeID >= len(m.TasksToLaunch) || nodeID >= len(m.GlobalTaskIDs) {
+		return nil, failSetup(slurmproto.ESlurmInvalidNodeName, "stepd: node index %d outside the step's %d nodes", nodeID, len(m.TasksToLaunch))
+	}
+	s := &Step{
+		spec: spec, launch: m, opts: o, nodeID: nodeID,
+		id:      m.StepID,
+		state:   stepapi.StateStarting,
+		stateCh: make(chan struct{}),
+		uid:     m.UID, gid: m.GID,
+		cwd:  slurmproto.CString(m.Cwd),
+		cpus: m.NodeCPUs,
+	}
+	s.log = log.With("job_id", m.StepID.JobID, "step_id", m.StepID.StepID)
+	s.userName = slurmproto.CString(m.UserName)
+	if s.userName == "" {
+		s.userName = uidToString(s.uid)
+	}
+	if c := m.Cred; c != nil {
+		s.pwGecos, s.pwDir, s.pwShell = slurmproto.CString(c.PwGecos), slurmproto.CString(c.PwDir), slurmproto.CString(c.PwShell)
+		s.grNames = c.GrNames
+	}
+	s.gids = m.Gids
+	if len(s.gids) == 0 {
+		s.gids = []uint32{s.gid}
+	}
+	s.jobMemMiB, s.stepMemMiB = m.JobMemLim, m.StepMemLim
+	gtids := m.GlobalTaskIDs[nodeID]
+	for i := 0; i < int(m.TasksToLaunch[nodeID]) && i < len(gtids); i++ {
+		s.tasks = append(s.tasks, &stepTask{ltid: uint32(i), gtid: gtids[i]})
+	}
+	if len(s.tasks) == 0 {
+		return nil, failSetup(slurmproto.ESlurmdSetupEnvironmentError, "stepd: no tasks to launch on node %d", nodeID)
+	}
+	s.env = Env(append([]string(nil), m.Env...))
+	s.env.Overwrite("SLURM_TOPOLOGY_ADDR", spec.TopologyAddr)
+	s.env.Overwrite("SLURM_TOPOLOGY_ADDR_PATTERN", spec.TopologyPattern)
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// srunHost is host:port of srun's port list entry for this node.
+func (s *Step) srunHost(ports []uint16) (string, bool) {
+	m := s.launch
+	if len(ports) == 0 || !m.OrigAddr.AddrPort.IsValid() {
+		return "", false
+	}
+	p := ports[s.nodeID%len(ports)]
+	if p == 0 {
+		return "", false
+	}
+	return netip.AddrPortFrom(m.OrigAddr.AddrPort.Addr(), p).String(), true
+}
+
+// runTasks is job_manager for a tasks step.
+// run has made this process a child subreaper already.
+func (s *Step) runTasks() {
+	s.reaper = proc.NewReaper()
+	defer s.reaper.Stop()
+
+	s.makeCgroup()
+	rc, exits := s.forkTasks()
+	s.sendLaunchResponse(rc)
+	if rc == 0 {
+		s.setState(stepapi.StateRunning)
+		s.waitTasks(exits)
+	} else {
+		// Nothing runs: tell srun that every task "exited" with the
+		// launch error so it does not wait for them.
+		s.mu.Lock()
+		for _, t := range s.tasks {
+			if !t.exited {
+				t.exited, t.status = true, int32(rc)<<8
+			}
+		}
+		s.mu.Unlock()
+		s.sendPendingExits()
+	}
+	s.setState(stepapi.StateEnding)
+	s.killAll()
+	s.closeIO(IODrainTimeout)
+	s.stepComplete()
+	s.closeSocket()
+	if s.cg != nil {
+		if err := s.cg.Remove(); err != nil {
+			s.log.Warn("cgroup removal", "error", err)
+		}
+	}
+	s.log.Info("done with step")
+}
+
+// forkTasks starts every local task through the task helper. It returns a
+// non-zero rc if the launch failed (then no task runs) and a channel of
+// task exits.
+func (s *Step) forkTasks() (uint32, <-chan taskExit) {
+	umask := -1
+	if v, ok := s.env.Get("SLURM_UMASK"); ok {
+		if mm, err := strconv.ParseInt(v, 8, 32); err == nil {
+			umask = int(mm)
+		} else if mm, ok := cStrtol8(v); ok {
+			umask = mm
+		}
+	}
+	var nice *int
+	if s.spec.PropagatePrioProcess != 0 {
+		nice = s.prioProcess()
+	}
+	self, err := s.opts.selfPath()
+	if err != nil {
+		s.log.Error("cannot find own binary", "error", err)
+		return slurmproto.ESlurmdExecveFailed, nil
+	}
+	if err := s.setupIO(umask); err != nil {
+		s.log.Error("IO setup failed", "error", err)
+		return slurmproto.ESlurmdIOError, nil
+	}
+	exits := make(chan taskExit, len(s.tasks))
+	pgid := 0
+	for i, t := range s.tasks {
+		files, err := s.taskStdio(i)
+		if err != nil {
+			s.log.Error("task stdio", "task", t.gtid, "error", err)
+			s.killStarted()
+			return slurmproto.ESlurmdIOError, nil
+		}
+		cfgR, cfgW, err := os.Pipe()
+		if err != nil {
+			closeAll(files)
+			s.killStarted()
+			return slurmproto.ESlurmdExecveFailed, nil
+		}
+		cmd := exec.Command(self, stepapi.CmdTask)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+		cmd.ExtraFiles = []*os.File{cfgR}
+		cmd.Env = []string{}
+		// Every task joins the first task's process group (mgr.c
+		// _fork_all_tasks), so that a terminal signal reaches all.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		if s.pty != nil && i == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		}
+		exitCh, err := s.reaper.Start(cmd)
+		cfgR.Close()
+		closeAll(files)
+		if err != nil {
+			cfgW.Close()
+			s.log.Error("task fork", "task", t.gtid, "error", err)
+			s.killStarted()
+			return slurmproto.ESlurmdExecveFailed, nil
+		}
+		pid := cmd.Process.Pid
+		_ = cmd.Process.Release()
+		if pgid == 0 {
+			pgid = pid
+		}
+		s.mu.Lock()
+		t.pid = pid
+		if i == 0 {
+			s.pid = pid
+		}
+		s.mu.Unlock()
+		if s.cg != nil {
+			if err := s.cg.AddPID(pid); err != nil {
+				s.log.Error("proctrack add", "pid", pid, "error", err)
+				cfgW.Close()
+				s.killStarted()
+				return slurmproto.ESlurmdExecveFailed, nil
+			}
+		}
+		b, _ := json.Marshal(s.stepTaskConfig(t, pid, umask, nice))
+		err = writeFrameTo(cfgW, b)
+		cfgW.Close()
+		if err != nil {
+			s.log.Error("release task", "task", t.gtid, "error", err)
+		}
+		go func(t *stepTask, ch <-chan proc.Exit) {
+			exits <- taskExit{t: t, e: <-ch}
+		}(t, exitCh)
+		s.log.Debug("task started", "task", t.gtid, "pid", pid)
+	}
+	s.afterFork()
+	return 0, exits
+}
+
+type taskExit struct {
+	t *stepTask
+	e proc.Exit
+}
+
+func closeAll(files [3]*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// killStarted kills the tasks started so far after a failed launch.
+func (s *Step) killStarted() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tasks {
+		if t.pid > 0 {
+			_ = syscall.Kill(t.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// stepTaskConfig is what the task helper needs for one task.
+func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig {
+	m := s.launch
+	prop, err := proc.ParsePropagate(s.spec.PropagateResourceLimits, s.spec.PropagateResourceLimitsExcept)
+	if err != nil {
+		s.log.Error("bad PropagateResourceLimits", "error", err)
+		prop, _ = proc.ParsePropagate("", "")
+	}
+	argv := append([]string(nil), m.Argv...)
+	if m.Flags&slurmproto.LaunchMultiProg != 0 {
+		argv = multiProgArgv(argv, t.gtid)
+	}
+	env := s.taskEnv(t, pid)
+	if len(argv) > 0 {
+		argv[0] = resolvePath(argv[0], env, s.cwd)
+	}
+	t.argv0 = ""
+	if len(argv) > 0 {
+		t.argv0 = argv[0]
+	}
+	return taskConfig{
+		Mode: modeJob, NodeName: s.spec.NodeName, JobID: s.id.JobID,
+		UID: s.uid, GID: s.gid, Groups: s.gids,
+		Cwd: s.cwd, Argv: argv, Env: env,
+		Umask: umask, Nice: nice, Propagate: prop,
+		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
+		TaskProlog: s.spec.TaskProlog, NoTmpdir: t.ltid != 0,
+	}
+}
+
+// taskEnv is exec_task's setup_env for a step task.
+func (s *Step) taskEnv(t *stepTask, pid int) []string {
+	m := s.launch
+	gtids := make([]string, len(s.tasks))
+	for i, x := range s.tasks {
+		gtids[i] = strconv.FormatUint(uint64(x.gtid), 10)
+	}
+	host := ""
+	if m.OrigAddr.AddrPort.IsValid() {
+		host = m.OrigAddr.AddrPort.Addr().String()
+	}
+	commPort := uint16(0)
+	if len(m.RespPorts) > 0 {
+		commPort = m.RespPorts[s.nodeID%len(m.RespPorts)]
+	}
+	return StepTaskEnv(s.env, StepEnvConfig{
+		ConfFile:       s.spec.ConfFile,
+		CPUsOnNode:     s.cpus,
+		JobID:          s.id.JobID,
+		StepID:         s.id.StepID,
+		TaskPID:        pid,
+		NodeID:         uint32(s.nodeID),
+		ProcID:         t.gtid,
+		LocalID:        t.ltid,
+		GTIDs:          strings.Join(gtids, ","),
+		CommPort:       commPort,
+		LaunchHost:     host,
+		UID:            s.uid,
+		GID:            s.gid,
+		UserName:       s.userName,
+		WorkingCluster: s.spec.WorkingCluster,
+		NodeName:       s.spec.NodeName,
+		TresBind:       slurmproto.CString(m.TresBind),
+		TresFreq:       slurmproto.CString(m.TresFreq),
+	})
+}
+
+// resolvePath is slurmstepd's _build_path: a command without a slash is
+// looked up in the task's PATH (then the working directory); what is not
+// found is left for execve to fail on, as stock reports it.
+func resolvePath(cmd string, env []string, cwd string) string {
+	if cmd == "" || strings.Contains(cmd, "/") {
+		if cmd != "" && !filepath.IsAbs(cmd) {
+			return filepath.Join(cwd, cmd)
+		}
+		return cmd
+	}
+	path := ""
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			path = e[5:]
+		}
+	}
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			continue
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		p := filepath.Join(dir, cmd)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if st, err := os.Stat(filepath.Join(cwd, cmd)); err == nil && st.Mode().IsRegular() {
+		return filepath.Join(cwd, cmd)
+	}
+	return cmd
+}
+
+// multiProgArgv picks this task's line of a --multi-prog file (argv[1] is
+// the file; srun sends "argv[0]=... " unchanged): "<ranks> <prog> <args>".
+func multiProgArgv(argv []string, gtid uint32) []string {
+	if len(argv) < 2 {
+		return argv
+	}
+	b, err := os.ReadFile(argv[1])
+	if err != nil {
+		return argv
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || !rankMatches(f[0], gtid) {
+			continue
+		}
+		out := make([]string, 0, len(f)-1)
+		for _, a := range f[1:] {
+			a = strings.ReplaceAll(a, "%t", strconv.FormatUint(uint64(gtid), 10))
+			out = append(out, a)
+		}
+		return out
+	}
+	return argv
+}
+
+// rankMatches tells whether gtid is in a multi-prog rank list ("*", "0-3,5").
+func rankMatches(spec string, gtid uint32) bool {
+	if spec == "*" {
+		return true
+	}
+	for _, part := range strings.Split(spec, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 32)
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 32); err != nil {
+				continue
+			}
+		}
+		if uint64(gtid) >= a && uint64(gtid) <= b {
+			return true
+		}
+	}
+	return false
+}
+
+// sendLaunchResponse is _send_launch_resp: RESPONSE_LAUNCH_TASKS to srun.
+func (s *Step) sendLaunchResponse(rc uint32) {
+	host, ok := s.srunHost(s.launch.RespPorts)
+	if !ok {
+		return
+	}
+	resp := &slurmproto.LaunchTasksResponse{StepID: s.id, ReturnCode: rc, NodeName: s.spec.NodeName}
+	s.mu.Lock()
+	for _, t := range s.tasks {
+		resp.LocalPIDs = append(resp.LocalPIDs, uint32(t.pid))
+		resp.TaskIDs = append(resp.TaskIDs, t.gtid)
+	}
+	s.mu.Unlock()
+	s.toSrun(host, resp)
+}
+
+// toSrun sends one message to srun with SrunMsgRetries tries.
+func (s *Step) toSrun(host string, body slurmproto.Body) {
+	caller, ok := s.opts.Ctld.(AddrCaller)
+	if !ok {
+		s.log.Error("no client for srun messages")
+		return
+	}
+	var err error
+	for i := 0; i < SrunMsgRetries; i++ {
+		if i > 0 {
+			time.Sleep(SrunMsgRetryDelay)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.callBudget())
+		_, err = caller.CallAddr(ctx, host, body, s.uid)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	s.log.Error("message to srun failed", "type", body.MsgType().String(), "host", host, "error", err)
+}
+
+// waitTasks collects exits until every task is gone, reporting them to
+// srun in groups of equal status.
+func (s *Step) waitTasks(exits <-chan taskExit) {
+	left := len(s.tasks)
+	for left > 0 {
+		x := <-exits
+		s.recordTaskExit(x)
+		left--
+		// Gather exits that arrive together (one wait3 round in stock).
+		timer := time.NewTimer(ExitBatchWindow)
+	gather:
+		for left > 0 {
+			select {
+			case x := <-exits:
+				s.recordTaskExit(x)
+				left--
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		for s.sendPendingExits() > 0 {
+		}
+	}
+	s.taskEpilog()
+	s.checkOOM()
+}
+
+func (s *Step) recordTaskExit(x taskExit) {
+	s.mu.Lock()
+	x.t.exited, x.t.status = true, int32(x.e.Status)
+	allDone := true
+	for _, t := range s.tasks {
+		allDone = allDone && t.exited
+	}
+	if allDone {
+		s.exited, s.estatus = true, int32(x.e.Status)
+	}
+	s.mu.Unlock()
+	s.log.Info("task exited", "task", x.t.gtid, "pid", x.t.pid, "status", uint32(x.e.Status))
+}
+
+// sendPendingExits is stepd_send_pending_exit_msgs: one MESSAGE_TASK_EXIT
+// for the unreported tasks sharing the first one's status.
+func (s *Step) sendPendingExits() int {
+	s.mu.Lock()
+	var ids []uint32
+	var status int32
+	set := false
+	for _, t := range s.tasks {
+		if !t.exited || t.sent {
+			continue
+		}
+		if !set {
+			status, set = t.status, true
+		} else if t.status != status {
+			continue
+		}
+		ids = append(ids, t.gtid)
+		t.sent = true
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return 0
+	}
+	msg := &slurmproto.TaskExit{ReturnCode: uint32(status), TaskIDs: ids, StepID: s.id}
+	for _, host := range s.exitTargets() {
+		s.toSrun(host, msg)
+	}
+	return len(ids)
+}
+
+// exitTargets are srun's response address and those of attached sattach
+// clients.
+func (s *Step) exitTargets() []string {
+	var out []string
+	if h, ok := s.srunHost(s.launch.RespPorts); ok {
+		out = append(out, h)
+	}
+	s.mu.Lock()
+	out = append(out, s.attachedResp...)
+	s.mu.Unlock()
+	return out
+}
+
+// stepRC is mgr.c _get_exit_code.
+func (s *Step) stepRC() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rc := slurmproto.NoVal
+	for _, t := range s.tasks {
+		if t.killedByCmd {
+			continue
+		}
+		if syscall.WaitStatus(t.status).Signaled() {
+			rc = uint32(t.status)
+			break
+		}
+		if t.status&0xff == int32(slurmproto.SigOOM) {
+			rc = uint32(t.status)
+		} else if rc&0xff != uint32(slurmproto.SigOOM) {
+			// Stock takes MAX against step_complete.step_rc (0 here),
+			// i.e. the last task's status.
+			rc = max(0, uint32(t.status))
+		}
+	}
+	if rc == slurmproto.NoVal && len(s.tasks) > 0 {
+		rc = uint32(s.tasks[0].status)
+	}
+	if s.oom {
+		rc = uint32(slurmproto.SigOOM)
+	}
+	return rc
+}
+
+// stepComplete sends REQUEST_STEP_COMPLETE for this node directly to
+// slurmctld (what stock does for steps under 7 nodes; always correct).
+func (s *Step) stepComplete() {
+	body := &slurmproto.StepComplete{
+		StepID:     s.id,
+		RangeFirst: uint32(s.nodeID),
+		RangeLast:  uint32(s.nodeID),
+		StepRC:     s.stepRC(),
+	}
+	sched := StepCompleteRetry
+	if s.opts.CompleteRetry.Attempts > 0 {
+		sched = s.opts.CompleteRetry
+	}
+	var last error
+	for i := 0; i < sched.Attempts; i++ {
+		if i > 0 {
+			s.log.Info("retrying step complete RPC", "attempt", i+1, "error", last)
+			time.Sleep(sched.Delay)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.callBudget())
+		reply, err := s.opts.Ctld.Call(ctx, body, 0)
+		cancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		if rc := replyRC(reply); rc != 0 {
+			s.log.Info("slurmctld refused step completion", "rc", slurmproto.RCName(rc))
+		}
+		return
+	}
+	s.log.Error("unable to send step complete message", "error", last)
+}
+
+// stepName is the step's cgroup directory name ("step_0", "batch").
+func (s *Step) stepName() string {
+	if s.launch == nil {
+		return "batch"
+	}
+	switch s.id.StepID {
+	case slurmproto.StepIDExtern:
+		return "extern"
+	case slurmproto.StepIDInteractive:
+		return "interactive"
+	}
+	return fmt.Sprintf("step_%d", s.id.StepID)
+}
