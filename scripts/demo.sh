@@ -93,6 +93,15 @@ cat "$work/hello-$j1.out"
 echo "\$ cat $work/array-${j2}_*.out"
 cat "$work"/array-"${j2}"_*.out
 echo
+echo "srun steps: labelled output from 4 nodes, stdin, and an exit code, as the ordinary user"
+echo "\$ srun -N4 -n8 --label sh -c 'echo task \$SLURM_PROCID on \$SLURMD_NODENAME'"
+runuser -u tieedemo -- env SLURM_CONF="$SLURM_CONF" timeout 60 srun -N4 -n8 --label sh -c 'echo task $SLURM_PROCID on $SLURMD_NODENAME' | sort -n
+echo "\$ echo 'piped through srun' | srun -n1 tr a-z A-Z"
+echo 'piped through srun' | runuser -u tieedemo -- env SLURM_CONF="$SLURM_CONF" timeout 60 srun -n1 tr a-z A-Z
+echo "\$ srun -n1 sh -c 'exit 3'; echo \$?"
+rc=0; runuser -u tieedemo -- env SLURM_CONF="$SLURM_CONF" timeout 60 srun -n1 sh -c 'exit 3' 2>&1 || rc=$?
+echo "$rc"
+echo
 echo "The node daemons are slurmd-go:"
 for i in $(seq 1 "$nodes"); do
   pid=$(cat "$dir/demo$i.pid"); echo "  demo$i: pid $pid $(readlink /proc/$pid/exe)"
