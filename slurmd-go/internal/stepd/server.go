@@ -528,11 +528,7 @@ func (s *Step) handleAttach(w *stepapi.Wire, c io.Writer, p peer) error {
 	ioAddr, ok1 := stepapi.ParseSockaddrIn(addrs[:stepapi.SockaddrStorageSize])
 	respAddr, ok2 := stepapi.ParseSockaddrIn(addrs[stepapi.SockaddrStorageSize:])
 	if ok1 && ioAddr.Port() != 0 {
-		conn, err := net.DialTimeout("tcp", ioAddr.String(), IOConnectTimeout)
-		if err == nil {
-			err = s.sio.attach(conn, uint32(s.nodeID), key)
-		}
-		if err != nil {
+		if err := s.sio.attach(s, ioAddr.String(), key); err != nil {
 			s.log.Error("attach io", "addr", ioAddr, "error", err)
 			o.Int32(int32(slurmproto.ESlurmdIOError))
 			return o.Send(c)

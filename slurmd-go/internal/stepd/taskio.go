@@ -3,8 +3,7 @@
 package stepd
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -20,112 +18,31 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepio"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// srun's I/O protocol (src/common/io_hdr.[ch], slurmstepd/io.c): after an
-// init message carrying the credential signature as key, both directions
-// carry frames of a 10-byte header (u16 type, u16 gtaskid, u16 ltaskid,
-// u32 length) and at most ioMaxMsgLen bytes; length 0 is EOF.
+// Named bounds of the step's I/O (the framing itself is internal/stepio).
 const (
-	ioTypeStdin    uint16 = 0
-	ioTypeStdout   uint16 = 1
-	ioTypeStderr   uint16 = 2
-	ioTypeAllStdin uint16 = 3
-	ioTypeConnTest uint16 = 4
-
-	ioHeaderLen = 10
-	ioMaxMsgLen = 1024
-)
-
-// Named bounds of the I/O layer.
-const (
-	// IOConnectTimeout bounds connecting to srun's I/O port.
+	// IOConnectTimeout bounds connecting to srun's or sattach's I/O port.
 	IOConnectTimeout = 10 * time.Second
-	// IOWriteTimeout drops a client that takes no output for this long, so
-	// that one stuck sattach cannot stall the tasks for ever.
-	IOWriteTimeout = 5 * time.Minute
-	// ioQueueFrames bounds the frames waiting for the clients: a slow srun
-	// fills the queue, then the task pipes, then the tasks block.
-	ioQueueFrames = 64
+	// IOStallTimeout drops a client that takes no output for this long,
+	// so that one stuck sattach cannot stall the tasks for ever.
+	IOStallTimeout = 5 * time.Minute
 )
 
-// ioFrame is one outgoing frame.
-type ioFrame struct {
-	typ        uint16
-	gtid, ltid uint16
-	data       []byte
-}
-
-func (f ioFrame) encode() []byte {
-	b := make([]byte, ioHeaderLen, ioHeaderLen+len(f.data))
-	binary.BigEndian.PutUint16(b[0:], f.typ)
-	binary.BigEndian.PutUint16(b[2:], f.gtid)
-	binary.BigEndian.PutUint16(b[4:], f.ltid)
-	binary.BigEndian.PutUint32(b[6:], uint32(len(f.data)))
-	return append(b, f.data...)
-}
-
-// ioInitMsg is io_init_msg_pack for the 22.05 layout.
-func ioInitMsg(nodeID, stdoutObjs, stderrObjs uint32, key []byte) []byte {
-	p := slurmproto.NewPacker(64 + len(key))
-	p.U16(slurmproto.Version2205)
-	p.U32(nodeID)
-	p.U32(stdoutObjs)
-	p.U32(stderrObjs)
-	p.Mem(key)
-	body := p.Bytes()
-	out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
-	return append(out, body...)
-}
-
-// ioClient is one srun or sattach connection.
-type ioClient struct {
-	conn net.Conn
-	mu   sync.Mutex // serializes writes (frames and CONNECTION_TEST echoes)
-	dead bool       // guarded by mu
-}
-
-func (c *ioClient) write(b []byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dead {
-		return false
-	}
-	_ = c.conn.SetWriteDeadline(time.Now().Add(IOWriteTimeout))
-	if _, err := c.conn.Write(b); err != nil {
-		c.dead = true
-		return false
-	}
-	return true
-}
-
-// stepIO is the step's I/O: task pipes or a terminal, files, and the
-// connections to srun and sattach clients.
+// stepIO is the step's I/O: the mux that frames task output for srun and
+// sattach clients and routes their stdin, and the task ends of the pipes.
 type stepIO struct {
-	s        *Step
-	queue    chan ioFrame
-	mu       sync.Mutex
-	clients  []*ioClient // guarded by mu
-	stdin    map[uint32]io.WriteCloser
-	readers  sync.WaitGroup // task output readers
-	done     chan struct{}  // closed when the writer has sent the last frame
-	child    [][3]*os.File  // per task: the ends the task gets
-	stdout   int            // streams announced as stdout objects
-	stderr   int
-	buffered bool
+	mux   *stepio.Mux
+	child [][3]*os.File // per task: the ends the task gets
 }
 
 // setupIO prepares every task's stdio (io_init_tasks_stdio) and connects
 // to srun. umask applies to files created as the user.
 func (s *Step) setupIO(umask int) error {
 	m := s.launch
-	sio := &stepIO{
-		s: s, queue: make(chan ioFrame, ioQueueFrames), done: make(chan struct{}),
-		stdin:    map[uint32]io.WriteCloser{},
-		child:    make([][3]*os.File, len(s.tasks)),
-		buffered: m.Flags&slurmproto.LaunchBufferedIO != 0,
-	}
+	sio := &stepIO{child: make([][3]*os.File, len(s.tasks))}
 	s.sio = sio
 	label := m.Flags&slurmproto.LaunchLabelIO != 0
 	isPTY := m.Flags&slurmproto.LaunchPTY != 0
@@ -139,13 +56,9 @@ func (s *Step) setupIO(umask int) error {
 			flags |= os.O_TRUNC
 		}
 	}
-	var outputs []struct {
-		r    *os.File
-		typ  uint16
-		t    *stepTask
-		line bool
-	}
+	tasks := make([]stepio.Task, len(s.tasks))
 	for i, t := range s.tasks {
+		tasks[i] = stepio.Task{GTaskID: uint16(t.gtid), LTaskID: uint16(t.ltid)}
 		in, out, errName := s.stdioNames(t)
 		if isPTY {
 			if t.gtid == 0 {
@@ -157,14 +70,13 @@ func (s *Step) setupIO(umask int) error {
 				s.pty = master
 				s.setInitialWinsize()
 				sio.child[i] = [3]*os.File{slave, slave, slave}
-				sio.stdin[t.gtid] = master
-				outputs = append(outputs, struct {
-					r    *os.File
-					typ  uint16
-					t    *stepTask
-					line bool
-				}{master, ioTypeStdout, t, false})
-				sio.stdout++
+				stdin, err := dupFile(master)
+				if err != nil {
+					return err
+				}
+				// One terminal: stdout and stderr both come out of the
+				// master, as stock's single stdout object.
+				tasks[i].Stdout, tasks[i].Stdin = master, stdin
 				continue
 			}
 			in, out, errName = "/dev/null", "/dev/null", "/dev/null"
@@ -177,6 +89,7 @@ func (s *Step) setupIO(umask int) error {
 					return fmt.Errorf("could not open stdin file %s: %w", in, err)
 				}
 			}
+			// With --label, srun writes and labels the output files.
 			if out != "" && (!label || out == "/dev/null") {
 				if files[1], err = os.OpenFile(out, flags, 0o666); err != nil {
 					return fmt.Errorf("could not open stdout file %s: %w", out, err)
@@ -197,64 +110,63 @@ func (s *Step) setupIO(umask int) error {
 			if err != nil {
 				return err
 			}
-			files[0] = r
-			sio.stdin[t.gtid] = w
+			files[0], tasks[i].Stdin = r, w
 		}
-		for k, typ := range []uint16{ioTypeStdout, ioTypeStderr} {
-			if files[k+1] != nil {
+		for k := 1; k <= 2; k++ {
+			if files[k] != nil {
 				continue
 			}
 			r, w, err := os.Pipe()
 			if err != nil {
 				return err
 			}
-			files[k+1] = w
-			outputs = append(outputs, struct {
-				r    *os.File
-				typ  uint16
-				t    *stepTask
-				line bool
-			}{r, typ, t, sio.buffered})
-			if typ == ioTypeStdout {
-				sio.stdout++
+			files[k] = w
+			if k == 1 {
+				tasks[i].Stdout = r
 			} else {
-				sio.stderr++
+				tasks[i].Stderr = r
 			}
 		}
 		sio.child[i] = files
 	}
 	// slurmstepd's own errors go to task 0's stderr (job_log_init).
 	if f := sio.child[0][2]; f != nil {
-		if d, err := syscall.Dup(int(f.Fd())); err == nil {
-			syscall.CloseOnExec(d)
+		if d, err := dupFile(f); err == nil {
 			s.mu.Lock()
-			s.stderr = os.NewFile(uintptr(d), "stderr")
+			s.stderr = d
 			s.mu.Unlock()
 		}
 	}
+	mux, err := stepio.New(stepio.Config{
+		Tasks:        tasks,
+		LineBuffered: m.Flags&slurmproto.LaunchBufferedIO != 0,
+		StallTimeout: IOStallTimeout,
+		DialTimeout:  IOConnectTimeout,
+		ReplayFrames: stepio.StockReplayFrames,
+	}, s.log.Named("io"))
+	if err != nil {
+		return fmt.Errorf("stepd: io: %w", err)
+	}
+	sio.mux = mux
 	if host, ok := s.srunHost(m.IOPorts); ok {
-		c, err := net.DialTimeout("tcp", host, IOConnectTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), IOConnectTimeout)
+		_, err := mux.Attach(ctx, host, s.ioInit(s.ioKey()))
+		cancel()
 		if err != nil {
+			mux.Close()
 			return fmt.Errorf("stepd: connect io %s: %w", host, err)
 		}
-		key := s.ioKey()
-		if _, err := c.Write(ioInitMsg(uint32(s.nodeID), uint32(sio.stdout), uint32(sio.stderr), key)); err != nil {
-			c.Close()
-			return fmt.Errorf("stepd: io init to %s: %w", host, err)
-		}
-		cl := &ioClient{conn: c}
-		sio.clients = append(sio.clients, cl)
-		go sio.readClient(cl, true)
 	}
-	for _, o := range outputs {
-		sio.readers.Add(1)
-		go sio.readTask(o.r, o.typ, o.t, o.line)
-	}
-	go sio.writer()
+	mux.Start()
 	if isPTY {
 		go s.windowManager()
 	}
 	return nil
+}
+
+// ioInit is the init message for a client; the mux fills in the counts.
+func (s *Step) ioInit(key []byte) stepio.InitMsg {
+	return stepio.InitMsg{Version: stepio.InitVersion(s.spec.ProtocolVersion), NodeID: uint32(s.nodeID), IOKey: key}
 }
 
 // ioKey is the credential's signature bytes as srun compares them.
@@ -316,144 +228,19 @@ func dupFile(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(d), f.Name()), nil
 }
 
-// readTask turns one task output stream into frames; line mode forwards
-// complete lines only (LAUNCH_BUFFERED_IO), as stdout buffering would.
-func (sio *stepIO) readTask(r *os.File, typ uint16, t *stepTask, line bool) {
-	defer sio.readers.Done()
-	defer r.Close()
-	send := func(b []byte) {
-		sio.queue <- ioFrame{typ: typ, gtid: uint16(t.gtid), ltid: uint16(t.ltid), data: b}
-	}
-	if line {
-		br := bufio.NewReaderSize(r, ioMaxMsgLen)
-		for {
-			b, err := br.ReadSlice('\n')
-			if len(b) > 0 {
-				send(bytes.Clone(b))
-			}
-			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-				break
-			}
-		}
-	} else {
-		buf := make([]byte, ioMaxMsgLen)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				send(bytes.Clone(buf[:n]))
-			}
-			if err != nil {
-				// EIO is how a terminal master reports that the slave closed.
-				break
-			}
-		}
-	}
-	send(nil) // EOF for this stream
-}
-
-// writer sends queued frames to every live client.
-func (sio *stepIO) writer() {
-	defer close(sio.done)
-	for f := range sio.queue {
-		b := f.encode()
-		sio.mu.Lock()
-		clients := append([]*ioClient(nil), sio.clients...)
-		sio.mu.Unlock()
-		for _, c := range clients {
-			c.write(b)
-		}
-	}
-}
-
-// readClient reads stdin and connection tests from a client.
-func (sio *stepIO) readClient(c *ioClient, acceptStdin bool) {
-	var hdr [ioHeaderLen]byte
-	for {
-		if _, err := io.ReadFull(c.conn, hdr[:]); err != nil {
-			return
-		}
-		typ := binary.BigEndian.Uint16(hdr[0:])
-		gtid := binary.BigEndian.Uint16(hdr[2:])
-		n := binary.BigEndian.Uint32(hdr[6:])
-		if n > ioMaxMsgLen {
-			sio.s.log.Error("io frame too long, dropping client", "length", n)
-			c.conn.Close()
-			return
-		}
-		data := make([]byte, n)
-		if _, err := io.ReadFull(c.conn, data); err != nil {
-			return
-		}
-		switch typ {
-		case ioTypeConnTest:
-			c.write(ioFrame{typ: ioTypeConnTest}.encode())
-		case ioTypeStdin, ioTypeAllStdin:
-			if !acceptStdin {
-				continue
-			}
-			sio.mu.Lock()
-			var targets []uint32
-			if typ == ioTypeAllStdin {
-				for id := range sio.stdin {
-					targets = append(targets, id)
-				}
-			} else {
-				targets = []uint32{uint32(gtid)}
-			}
-			sio.mu.Unlock()
-			for _, id := range targets {
-				sio.toStdin(id, data)
-			}
-		}
-	}
-}
-
-// toStdin writes to a task's stdin; an empty frame closes it.
-func (sio *stepIO) toStdin(gtid uint32, data []byte) {
-	sio.mu.Lock()
-	w := sio.stdin[gtid]
-	sio.mu.Unlock()
-	if w == nil {
-		return
-	}
-	if len(data) == 0 {
-		if sio.s.pty != nil && w == io.WriteCloser(sio.s.pty) {
-			_, _ = w.Write([]byte{4}) // ^D: the terminal's EOF
-			return
-		}
-		w.Close()
-		sio.mu.Lock()
-		delete(sio.stdin, gtid)
-		sio.mu.Unlock()
-		return
-	}
-	if _, err := w.Write(data); err != nil {
-		// The task closed its stdin: drop what srun still sends.
-		sio.mu.Lock()
-		delete(sio.stdin, gtid)
-		sio.mu.Unlock()
-		w.Close()
-	}
-}
-
-// attach adds an sattach client: it gets output from now on.
-func (sio *stepIO) attach(c net.Conn, nodeID uint32, key []byte) error {
-	if _, err := c.Write(ioInitMsg(nodeID, uint32(sio.stdout), uint32(sio.stderr), key)); err != nil {
-		return err
-	}
-	cl := &ioClient{conn: c}
-	sio.mu.Lock()
-	sio.clients = append(sio.clients, cl)
-	sio.mu.Unlock()
-	go sio.readClient(cl, false)
-	return nil
+// attach adds an sattach client: it gets recent output, then live output.
+func (sio *stepIO) attach(s *Step, addr string, key []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), IOConnectTimeout)
+	defer cancel()
+	_, err := sio.mux.Attach(ctx, addr, s.ioInit(key))
+	return err
 }
 
 // closeIO waits (up to d) for every task stream to reach EOF and its
 // frames to be written, then closes the client connections.
 func (s *Step) closeIO(d time.Duration) {
 	sio := s.sio
-	if sio == nil {
+	if sio == nil || sio.mux == nil {
 		return
 	}
 	s.mu.Lock()
@@ -462,34 +249,8 @@ func (s *Step) closeIO(d time.Duration) {
 		s.stderr = nil
 	}
 	s.mu.Unlock()
-	readersDone := make(chan struct{})
-	go func() { sio.readers.Wait(); close(readersDone) }()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-readersDone:
-		close(sio.queue)
-		select {
-		case <-sio.done:
-		case <-timer.C:
-		}
-	case <-timer.C:
-		s.log.Warn("task output still open after the tasks ended; closing", "timeout", d)
-	}
-	sio.mu.Lock()
-	clients := sio.clients
-	for _, w := range sio.stdin {
-		w.Close()
-	}
-	sio.mu.Unlock()
-	for _, c := range clients {
-		if tc, ok := c.conn.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		c.conn.Close()
-	}
-	if s.pty != nil {
-		s.pty.Close()
+	if err := sio.mux.Wait(d); err != nil {
+		s.log.Warn("task output still open after the tasks ended; closed", "timeout", d, "error", err)
 	}
 }
 
