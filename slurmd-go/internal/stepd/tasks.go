@@ -113,6 +113,10 @@ func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, e
 		return nil, failSetup(slurmproto.ESlurmdSetupEnvironmentError, "stepd: no tasks to launch on node %d", nodeID)
 	}
 	s.env = Env(append([]string(nil), m.Env...))
+	// mpi_process_env: "none" is not left in the tasks' environment.
+	if v, ok := s.env.Get("SLURM_MPI_TYPE"); ok && v == "none" {
+		s.env.Unset("SLURM_MPI_TYPE")
+	}
 	s.env.Overwrite("SLURM_TOPOLOGY_ADDR", spec.TopologyAddr)
 	s.env.Overwrite("SLURM_TOPOLOGY_ADDR_PATTERN", spec.TopologyPattern)
 	if err := s.listen(); err != nil {
