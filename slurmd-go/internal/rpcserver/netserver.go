@@ -205,6 +205,9 @@ func (s *NetServer) serveConn(c net.Conn, st *netConnSt, p *pool) {
 	st.phase = phaseDispatched
 	s.mu.Unlock()
 	s.stats.frames.Add(1)
+	// The frame is in: the handler's budget counts from now (see Config.HandlerTimeout).
+	deadline = time.Now().Add(s.cfg.HandlerTimeout)
+	_ = c.SetDeadline(deadline)
 
 	// Further input on this connection is ignored: it is never read again.
 	replyCh := make(chan []byte, 1)

@@ -20,6 +20,8 @@ const (
 	// DefaultConnTimeout is Slurm's default MessageTimeout (10 s): the time a connection has,
 	// from accept, to deliver its request frame and get its reply.
 	DefaultConnTimeout = 10 * time.Second
+	// HandlerTimeoutFactor sizes the default HandlerTimeout in ConnTimeouts.
+	HandlerTimeoutFactor = 12
 	// DefaultWorkers is the default size of the handler pool.
 	DefaultWorkers = 128
 	// DefaultQueueDepth is the default number of complete frames waiting for a worker.
@@ -95,9 +97,13 @@ type Config struct {
 	// logged (debug), counted in Stats.Oversize, answered with nothing and closed.
 	MaxFrame uint32
 	// ConnTimeout is Slurm's MessageTimeout (default DefaultConnTimeout): a connection that has
-	// not delivered a full frame, or whose handler has not finished, by accept+ConnTimeout is
-	// closed (Stats.Timeouts). It is also the deadline of the ctx passed to Serve.
+	// not delivered a full frame by accept+ConnTimeout is closed (Stats.Timeouts).
 	ConnTimeout time.Duration
+	// HandlerTimeout bounds a request once its frame is in: the ctx passed to Serve ends and
+	// the connection is closed at dispatch+HandlerTimeout (default HandlerTimeoutFactor ×
+	// ConnTimeout). Stock slurmd bounds no handler; a launch that forwards down a tree and
+	// runs the Prolog needs several MessageTimeouts.
+	HandlerTimeout time.Duration
 	// MaxConns caps open connections; connections over the cap are closed right after accept
 	// (Stats.Refused). The check is not atomic across event loops: Server may overshoot by up
 	// to Loops-1. 0 derives it from RLIMIT_NOFILE at Start (soft limit − 256, at least
@@ -131,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ConnTimeout <= 0 {
 		c.ConnTimeout = DefaultConnTimeout
+	}
+	if c.HandlerTimeout <= 0 {
+		c.HandlerTimeout = HandlerTimeoutFactor * c.ConnTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

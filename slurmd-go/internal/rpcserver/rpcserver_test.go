@@ -159,7 +159,7 @@ func TestServer_Echo(t *testing.T) {
 		var deadlineOK atomic.Bool
 		d := &dispatcher{serve: func(ctx context.Context, f []byte, peer netip.AddrPort) []byte {
 			dl, ok := ctx.Deadline()
-			deadlineOK.Store(ok && time.Until(dl) > 0 && time.Until(dl) <= time.Minute && peer.Addr().Is4())
+			deadlineOK.Store(ok && time.Until(dl) > 0 && time.Until(dl) <= HandlerTimeoutFactor*time.Minute && peer.Addr().Is4())
 			return encode(f)
 		}}
 		s := start(t, k, Config{ConnTimeout: time.Minute}, d)
@@ -335,7 +335,25 @@ func TestServer_Overloaded(t *testing.T) {
 	})
 }
 
-func TestServer_HandlerPastConnTimeout(t *testing.T) {
+// TestServer_HandlerWithinHandlerTimeout: a handler may run past ConnTimeout (a launch
+// that forwards and runs the Prolog); its reply still goes out.
+func TestServer_HandlerWithinHandlerTimeout(t *testing.T) {
+	forKinds(t, func(t *testing.T, k serverKind) {
+		d := &dispatcher{serve: func(ctx context.Context, f []byte, _ netip.AddrPort) []byte {
+			time.Sleep(500 * time.Millisecond)
+			return encode(f)
+		}}
+		s := start(t, k, Config{ConnTimeout: 200 * time.Millisecond, HandlerTimeout: 5 * time.Second}, d)
+		if got, want := roundTrip(t, s, []byte("slow")), encode([]byte("slow")); !bytes.Equal(got, want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		if st := s.Stats(); st.Timeouts != 0 {
+			t.Fatalf("Timeouts = %d, want 0", st.Timeouts)
+		}
+	})
+}
+
+func TestServer_HandlerPastHandlerTimeout(t *testing.T) {
 	forKinds(t, func(t *testing.T, k serverKind) {
 		release := make(chan struct{})
 		ctxDone := make(chan struct{})
@@ -345,7 +363,7 @@ func TestServer_HandlerPastConnTimeout(t *testing.T) {
 			<-release
 			return encode(f)
 		}}
-		s := start(t, k, Config{ConnTimeout: 200 * time.Millisecond}, d)
+		s := start(t, k, Config{ConnTimeout: 200 * time.Millisecond, HandlerTimeout: 300 * time.Millisecond}, d)
 		defer close(release)
 		if got := roundTrip(t, s, []byte("slow")); len(got) != 0 {
 			t.Fatalf("got %q, want the connection closed without a reply", got)

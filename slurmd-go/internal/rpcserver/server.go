@@ -273,40 +273,50 @@ type connState struct {
 	peer     netip.AddrPort
 	deadline time.Time
 	phase    connPhase
-	// prev/next link the loop's deadline FIFO. Deadlines are accept+ConnTimeout with one
-	// ConnTimeout, so accept order is deadline order: the FIFO is sorted for free.
+	// prev/next link st into one of its loop's deadline FIFOs (list). A FIFO holds
+	// deadlines made with one constant (accept+ConnTimeout while reading,
+	// dispatch+HandlerTimeout once dispatched), so arrival order is deadline order: each
+	// FIFO is sorted for free.
 	prev, next *connState
+	list       *fifo
 }
+
+// fifo is a deadline-ordered list of connections.
+type fifo struct{ head, tail *connState }
 
 // loopState is per event loop; every field is touched only on that loop.
 type loopState struct {
-	el         gnet.EventLoop
-	head, tail *connState
-	draining   map[*connState]struct{}
+	el gnet.EventLoop
+	// reading holds connections until their frame is complete; dispatched holds them
+	// while the handler runs and the reply drains.
+	reading, dispatched fifo
+	draining            map[*connState]struct{}
 }
 
-func (ls *loopState) push(st *connState) {
-	st.prev = ls.tail
-	if ls.tail != nil {
-		ls.tail.next = st
+func (ls *loopState) push(l *fifo, st *connState) {
+	st.prev, st.list = l.tail, l
+	if l.tail != nil {
+		l.tail.next = st
 	} else {
-		ls.head = st
+		l.head = st
 	}
-	ls.tail = st
+	l.tail = st
 }
 
 func (ls *loopState) unlink(st *connState) {
-	if st.prev != nil {
-		st.prev.next = st.next
-	} else if ls.head == st {
-		ls.head = st.next
+	if l := st.list; l != nil {
+		if st.prev != nil {
+			st.prev.next = st.next
+		} else if l.head == st {
+			l.head = st.next
+		}
+		if st.next != nil {
+			st.next.prev = st.prev
+		} else if l.tail == st {
+			l.tail = st.prev
+		}
 	}
-	if st.next != nil {
-		st.next.prev = st.prev
-	} else if ls.tail == st {
-		ls.tail = st.prev
-	}
-	st.prev, st.next = nil, nil
+	st.prev, st.next, st.list = nil, nil, nil
 	delete(ls.draining, st)
 }
 
@@ -322,7 +332,7 @@ func (ls *loopState) close(st *connState) {
 
 // closeReading closes every connection that has not delivered its frame (Shutdown).
 func (ls *loopState) closeReading() {
-	for st := ls.head; st != nil; {
+	for st := ls.reading.head; st != nil; {
 		next := st.next
 		if st.phase == phaseReading {
 			ls.close(st)
@@ -399,7 +409,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		peer:     peerOf(c.RemoteAddr()),
 		deadline: time.Now().Add(s.cfg.ConnTimeout),
 	}
-	ls.push(st)
+	ls.push(&ls.reading, st)
 	c.SetContext(st)
 	s.stats.open.Add(1)
 	return nil, gnet.None
@@ -459,6 +469,12 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	_, _ = c.Discard(-1) // the frame and anything after it
 	st.phase = phaseDispatched
 	s.stats.frames.Add(1)
+	// The frame is in: from now on the handler's budget counts, not the read deadline
+	// (a launch that forwards and runs a Prolog may take several MessageTimeouts).
+	ls := st.ls
+	ls.unlink(st)
+	st.deadline = time.Now().Add(s.cfg.HandlerTimeout)
+	ls.push(&ls.dispatched, st)
 
 	j := &job{frame: frame, peer: st.peer, deadline: st.deadline}
 	j.done = func(reply []byte, _ bool) { s.complete(st, reply) }
@@ -524,12 +540,14 @@ func (h *handler) OnTick() (time.Duration, gnet.Action) {
 
 // sweep closes, on its loop, connections past their deadline and drained replies.
 func (s *Server) sweep(ls *loopState, now time.Time) {
-	for st := ls.head; st != nil && !now.Before(st.deadline); st = ls.head {
-		s.stats.timeouts.Add(1)
-		if s.log.IsDebug() {
-			s.log.Debug("connection timed out", "peer", st.peer, "phase", st.phase)
+	for _, l := range []*fifo{&ls.reading, &ls.dispatched} {
+		for st := l.head; st != nil && !now.Before(st.deadline); st = l.head {
+			s.stats.timeouts.Add(1)
+			if s.log.IsDebug() {
+				s.log.Debug("connection timed out", "peer", st.peer, "phase", st.phase)
+			}
+			ls.close(st)
 		}
-		ls.close(st)
 	}
 	for st := range ls.draining {
 		if st.c.OutboundBuffered() == 0 {
