@@ -81,7 +81,8 @@ func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks
 	if v.Now != nil {
 		now = v.Now
 	}
-	if exp := c.CTime.Add(v.Expire); now().After(exp) {
+	// slurm_cred_verify compares whole seconds: now > ctime + window.
+	if exp := c.CTime.Add(v.Expire); now().Unix() > exp.Unix() {
 		return out, fail(slurmproto.ESlurmdCredentialExpired, "credverify: credential for %d.%d expired at %s", c.StepID.JobID, c.StepID.StepID, exp.Format(time.RFC3339))
 	}
 	if c.StepID.JobID != w.Step.JobID || c.StepID.StepID != w.Step.StepID {

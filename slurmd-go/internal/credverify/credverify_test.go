@@ -391,7 +391,7 @@ func TestVerify_Expiry(t *testing.T) {
 	}{
 		{0, 0},
 		{120 * time.Second, 0},
-		{120*time.Second + time.Nanosecond, slurmproto.ESlurmdCredentialExpired},
+		{120*time.Second + 999*time.Millisecond, 0}, // whole seconds, as time_t
 		{121 * time.Second, slurmproto.ESlurmdCredentialExpired},
 	} {
 		v.Now = func() time.Time { return c.CTime.Add(tc.after) }

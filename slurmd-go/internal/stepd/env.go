@@ -345,9 +345,12 @@ func StepTaskEnv(stepEnv Env, c StepEnvConfig) []string {
 	env.Setenvf("SLURM_NODEID", d(int64(int32(c.NodeID))))
 	env.Setenvf("SLURM_PROCID", d(int64(int32(c.ProcID))))
 	env.Setenvf("SLURM_LOCALID", d(int64(int32(c.LocalID))))
-	// Printed with %d from an int: special step ids come out negative.
-	env.Setenvf("SLURM_STEP_ID", d(int64(int32(c.StepID))))
-	env.Setenvf("SLURM_STEPID", d(int64(int32(c.StepID))))
+	// setup_env sets them only for a non-negative int: a special step id
+	// (interactive, extern) keeps what srun sent.
+	if int32(c.StepID) >= 0 {
+		env.Setenvf("SLURM_STEP_ID", d(int64(int32(c.StepID))))
+		env.Setenvf("SLURM_STEPID", d(int64(int32(c.StepID))))
+	}
 	if c.CommPort != 0 {
 		env.Setenvf("SLURM_SRUN_COMM_PORT", d(int64(c.CommPort)))
 	}

@@ -356,7 +356,7 @@ func (s *Step) checkOOM() {
 	if err != nil || n == 0 {
 		return
 	}
-	s.errorLine("Detected %d oom-kill event(s) in StepId=%d.batch. Some of your processes may have been killed by the cgroup out-of-memory handler.", n, s.id.JobID)
+	s.errorLine("Detected %d oom-kill event(s) in StepId=%s. Some of your processes may have been killed by the cgroup out-of-memory handler.", n, stepIDString(s.id))
 	s.mu.Lock()
 	s.oom = true
 	s.mu.Unlock()

@@ -36,6 +36,29 @@ const (
 type stepIO struct {
 	mux   *stepio.Mux
 	child [][3]*os.File // per task: the ends the task gets
+	files []*os.File    // label files this process writes
+}
+
+// labelWriter prefixes every line with the task's label ("%*d: ").
+type labelWriter struct {
+	w       io.Writer
+	label   string
+	atStart bool
+}
+
+func (l *labelWriter) Write(p []byte) (int, error) {
+	var b []byte
+	for _, c := range p {
+		if l.atStart {
+			b = append(b, l.label...)
+		}
+		b = append(b, c)
+		l.atStart = c == '\n'
+	}
+	if _, err := l.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // setupIO prepares every task's stdio (io_init_tasks_stdio) and connects
@@ -57,7 +80,26 @@ func (s *Step) setupIO(umask int) error {
 		}
 	}
 	tasks := make([]stepio.Task, len(s.tasks))
+	// Label files are shared by the tasks that name the same file.
+	labelFiles := map[string]*os.File{}
+	width := len(strconv.Itoa(max(len(s.tasks)-1, 0)))
+	var labelled func(name string) (io.Writer, error)
 	for i, t := range s.tasks {
+		labelled = func(name string) (io.Writer, error) {
+			if name == "" || name == "/dev/null" {
+				return nil, nil
+			}
+			f := labelFiles[name]
+			if f == nil {
+				var err error
+				if f, err = os.OpenFile(name, flags, 0o666); err != nil {
+					return nil, err
+				}
+				labelFiles[name] = f
+				sio.files = append(sio.files, f)
+			}
+			return &labelWriter{w: f, label: fmt.Sprintf("%*d: ", width, t.gtid), atStart: true}, nil
+		}
 		tasks[i] = stepio.Task{GTaskID: uint16(t.gtid), LTaskID: uint16(t.ltid)}
 		in, out, errName := s.stdioNames(t)
 		if isPTY {
@@ -89,7 +131,17 @@ func (s *Step) setupIO(umask int) error {
 					return fmt.Errorf("could not open stdin file %s: %w", in, err)
 				}
 			}
-			// With --label, srun writes and labels the output files.
+			if label {
+				// --label with a per-task or per-node file: the step
+				// manager writes the file and labels each line, srun
+				// only sees the EOFs (mgr.c io_create_local_client).
+				if tasks[i].StdoutLocal, err = labelled(out); err != nil {
+					return fmt.Errorf("could not open output file %s: %w", out, err)
+				}
+				if tasks[i].StderrLocal, err = labelled(errName); err != nil {
+					return fmt.Errorf("could not open error file %s: %w", errName, err)
+				}
+			}
 			if out != "" && (!label || out == "/dev/null") {
 				if files[1], err = os.OpenFile(out, flags, 0o666); err != nil {
 					return fmt.Errorf("could not open stdout file %s: %w", out, err)
@@ -251,6 +303,9 @@ func (s *Step) closeIO(d time.Duration) {
 	s.mu.Unlock()
 	if err := sio.mux.Wait(d); err != nil {
 		s.log.Warn("task output still open after the tasks ended; closed", "timeout", d, "error", err)
+	}
+	for _, f := range sio.files {
+		f.Close()
 	}
 }
 

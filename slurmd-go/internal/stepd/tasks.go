@@ -393,40 +393,130 @@ func resolvePath(cmd string, env []string, cwd string) string {
 	return cmd
 }
 
-// multiProgArgv picks this task's line of a --multi-prog file (argv[1] is
-// the file; srun sends "argv[0]=... " unchanged): "<ranks> <prog> <args>".
+// multiProgArgv is multi_prog_get_argv: with --multi-prog srun sends
+// argv[0] the file name, argv[1] the file's contents and then its other
+// arguments, which every task's line gets appended. A line is "<ranks>
+// <prog> <args>" with %t (task id) and %o (offset in the rank list), 'quotes',
+// backslash escapes and continuations, and # comments. No matching line
+// gives nil (the task fails: no executable program).
 func multiProgArgv(argv []string, gtid uint32) []string {
 	if len(argv) < 2 {
-		return argv
+		return nil
 	}
-	b, err := os.ReadFile(argv[1])
-	if err != nil {
-		return argv
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
+	lines := strings.Split(argv[1], "\n")
+	for n := 0; n < len(lines); n++ {
+		line := lines[n]
+		p := strings.TrimLeft(line, " \t\r\v\f")
+		if p == "" || p[0] == '#' {
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) < 2 || !rankMatches(f[0], gtid) {
+		spec, rest, ok := strings.Cut(strings.Map(func(r rune) rune {
+			if r == '\t' {
+				return ' '
+			}
+			return r
+		}, p), " ")
+		if !ok {
+			return nil // "Invalid MPMD configuration line"
+		}
+		offset, in := rankOffset(spec, gtid)
+		if !in {
+			// Skip the continuation lines of this entry too.
+			for strings.HasSuffix(lines[n], "\\") && n+1 < len(lines) {
+				n++
+			}
 			continue
 		}
-		out := make([]string, 0, len(f)-1)
-		for _, a := range f[1:] {
-			a = strings.ReplaceAll(a, "%t", strconv.FormatUint(uint64(gtid), 10))
-			out = append(out, a)
+		out, ok := multiProgArgs(rest, lines[n+1:], gtid, offset)
+		if !ok {
+			return nil
 		}
-		return out
+		return append(out, argv[2:]...)
 	}
-	return argv
+	return nil
+}
+
+// multiProgArgs splits one line's program and arguments as
+// multi_prog_get_argv does; more holds the following lines for
+// continuations.
+func multiProgArgs(s string, more []string, gtid uint32, offset int) ([]string, bool) {
+	var out []string
+	var cur strings.Builder
+	have := false
+	flush := func() {
+		if have {
+			out = append(out, cur.String())
+			cur.Reset()
+			have = false
+		}
+	}
+	s = strings.TrimLeft(s, " \t")
+	for i := 0; ; {
+		if i >= len(s) {
+			break
+		}
+		switch c := s[i]; {
+		case c == '%':
+			have = true
+			if i+1 < len(s) {
+				switch s[i+1] {
+				case 't':
+					cur.WriteString(strconv.FormatUint(uint64(gtid), 10))
+				case 'o':
+					cur.WriteString(strconv.Itoa(offset))
+				}
+			}
+			i += 2
+		case c == '\\':
+			have = true
+			if i+1 < len(s) {
+				cur.WriteByte(s[i+1])
+				i += 2
+			} else if len(more) > 0 {
+				s, more, i = more[0], more[1:], 0
+			} else {
+				i++
+			}
+		case c == '\'':
+			have = true
+			end := strings.IndexByte(s[i+1:], '\'')
+			for end < 0 {
+				// A quote left open at a continued line goes on.
+				if !strings.HasSuffix(s, "\\") || len(more) == 0 {
+					return nil, false
+				}
+				cur.WriteString(s[i+1 : len(s)-1])
+				s, more, i = more[0], more[1:], -1
+				end = strings.IndexByte(s, '\'')
+			}
+			cur.WriteString(s[i+1 : i+1+end])
+			i += end + 2
+		case c == ' ' || c == '\t' || c == '\r':
+			flush()
+			i++
+		default:
+			have = true
+			cur.WriteByte(c)
+			i++
+		}
+	}
+	flush()
+	return out, len(out) > 0
 }
 
 // rankMatches tells whether gtid is in a multi-prog rank list ("*", "0-3,5").
 func rankMatches(spec string, gtid uint32) bool {
+	_, ok := rankOffset(spec, gtid)
+	return ok
+}
+
+// rankOffset is multi_prog.c _in_range: whether gtid is in the rank list,
+// and its position among the listed ranks (%o).
+func rankOffset(spec string, gtid uint32) (int, bool) {
 	if spec == "*" {
-		return true
+		return int(gtid), true
 	}
+	offset := 0
 	for _, part := range strings.Split(spec, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.ParseUint(lo, 10, 32)
@@ -435,15 +525,16 @@ func rankMatches(spec string, gtid uint32) bool {
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 32); err != nil {
+			if b, err = strconv.ParseUint(hi, 10, 32); err != nil || b < a {
 				continue
 			}
 		}
 		if uint64(gtid) >= a && uint64(gtid) <= b {
-			return true
+			return offset + int(uint64(gtid)-a), true
 		}
+		offset += int(b - a + 1)
 	}
-	return false
+	return 0, false
 }
 
 // sendLaunchResponse is _send_launch_resp: RESPONSE_LAUNCH_TASKS to srun.

@@ -121,9 +121,6 @@ func TestStepTaskEnv_SpecialStepID(t *testing.T) {
 		StepEnvConfig{JobID: 9, StepID: slurmproto.StepIDInteractive, GTIDs: "0"}))
 	v1, _ := got.Get("SLURM_STEP_ID")
 	v2, _ := got.Get("SLURM_STEPID")
-	if v1 == "-6" || v2 == "-6" {
-		t.Skipf("known bug (env.go StepTaskEnv): special step id printed as %%d (%s/%s); stock leaves srun's value", v1, v2)
-	}
 	if v1 != "4294967290" || v2 != "4294967290" {
 		t.Errorf("SLURM_STEP_ID=%q SLURM_STEPID=%q, want srun's 4294967290", v1, v2)
 	}
@@ -247,45 +244,33 @@ var multiProgCases = []struct {
 	{99, []string{"default", "99"}},
 }
 
-// TestMultiProgArgv_Path: the current contract of multiProgArgv (argv[1]
-// names the configuration file): the first matching line, comments and
-// blank lines skipped, %t replaced by the task id; no matching line or an
-// unreadable file leaves argv alone. That contract is the bug that
-// TestMultiProgArgv_StockArgv documents: when multiProgArgv takes the
-// contents from argv[1], feed multiProgConf the same way here.
-func TestMultiProgArgv_Path(t *testing.T) {
-	conf := filepath.Join(t.TempDir(), "multi.conf")
-	if err := os.WriteFile(conf, []byte(multiProgConf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+// TestMultiProgArgv: what srun sends with --multi-prog (launch_slurm.c
+// _load_multi): argv[0] the file name, argv[1] the file's contents, then
+// srun's remaining arguments, which slurmstepd appends to every task's
+// line (multi_prog_get_argv: global_argv[2..]). The first matching line
+// wins, comments and blank lines are skipped, %t is the task id; no
+// matching line gives no program.
+func TestMultiProgArgv(t *testing.T) {
 	for _, tc := range multiProgCases {
-		if got := multiProgArgv([]string{"multi.conf", conf}, tc.gtid); !slices.Equal(got, tc.want) {
+		if got := multiProgArgv([]string{"multi.conf", multiProgConf}, tc.gtid); !slices.Equal(got, tc.want) {
 			t.Errorf("task %d: %q, want %q", tc.gtid, got, tc.want)
 		}
 	}
-	noStar := filepath.Join(t.TempDir(), "nostar.conf")
-	if err := os.WriteFile(noStar, []byte("0 a\n1 b\n"), 0o644); err != nil {
-		t.Fatal(err)
+	got := multiProgArgv([]string{"multi.conf", multiProgConf, "extra"}, 2)
+	if want := []string{"/bin/prog", "-n", "2", "arg2x", "extra"}; !slices.Equal(got, want) {
+		t.Errorf("task 2 with srun arguments: %q, want %q", got, want)
 	}
-	for _, argv := range [][]string{{"x", noStar}, {"x"}, nil, {"x", "/no/such/file"}} {
-		if got := multiProgArgv(argv, 5); !slices.Equal(got, argv) {
-			t.Errorf("multiProgArgv(%q, 5) = %q, want argv unchanged", argv, got)
+	for _, argv := range [][]string{{"x", "0 a\n1 b\n"}, {"x"}, nil} {
+		if got := multiProgArgv(argv, 5); got != nil {
+			t.Errorf("multiProgArgv(%q, 5) = %q, want no program", argv, got)
 		}
 	}
-}
-
-// TestMultiProgArgv_StockArgv: what srun really sends with --multi-prog
-// (launch_slurm.c _load_multi): argv[0] the file name, argv[1] the file's
-// contents, then srun's remaining arguments, which slurmstepd appends to
-// every task's line (multi_prog_get_argv: global_argv[2..]).
-func TestMultiProgArgv_StockArgv(t *testing.T) {
-	got := multiProgArgv([]string{"multi.conf", multiProgConf, "extra"}, 2)
-	want := []string{"/bin/prog", "-n", "2", "arg2x", "extra"}
-	if slices.Equal(got, []string{"multi.conf", multiProgConf, "extra"}) {
-		t.Skip("known bug (tasks.go multiProgArgv): reads argv[1] as a file path, srun sends the file's contents")
+	quoted := "0-1,4-5 sh -c 'echo off=%o id=%t' it\\'s\n"
+	if got, want := multiProgArgv([]string{"m", quoted}, 5), []string{"sh", "-c", "echo off=%o id=%t", "it's"}; !slices.Equal(got, want) {
+		t.Errorf("quoted: %q, want %q", got, want)
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("task 2: %q, want %q", got, want)
+	if got, want := multiProgArgv([]string{"m", "0-1,4-5 echo %o/%t\n"}, 5), []string{"echo", "3/5"}; !slices.Equal(got, want) {
+		t.Errorf("offset: %q, want %q", got, want)
 	}
 }
 
