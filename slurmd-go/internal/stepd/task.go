@@ -53,6 +53,8 @@ type taskConfig struct {
 	StepMemMiB  uint64          `json:"step_mem_mib"`
 	VSizeFactor uint16          `json:"vsize_factor"`
 	TaskProlog  string          `json:"task_prolog"`
+	// UserTaskProlog is srun's --task-prolog, run after TaskProlog.
+	UserTaskProlog string `json:"user_task_prolog,omitempty"`
 	// NoTmpdir: only local task 0 makes TMPDIR (task.c _make_tmpdir).
 	NoTmpdir bool `json:"no_tmpdir,omitempty"`
 }
@@ -146,8 +148,15 @@ func (t *taskRun) job() int {
 	}
 	if t.c.TaskProlog != "" {
 		t.env.Setenvf("SLURM_SCRIPT_CONTEXT", "prolog_task")
-		if status := t.runTaskProlog(); status != 0 {
+		if status := t.runTaskProlog(t.c.TaskProlog, "slurm task_prolog"); status != 0 {
 			t.errorf("TaskProlog failed status=%d", status)
+			return status
+		}
+	}
+	if t.c.UserTaskProlog != "" {
+		t.env.Setenvf("SLURM_SCRIPT_CONTEXT", "prolog_task")
+		if status := t.runTaskProlog(t.c.UserTaskProlog, "user task_prolog"); status != 0 {
+			t.errorf("--task-prolog failed status=%d", status)
 			return status
 		}
 	}
@@ -271,9 +280,9 @@ func (t *taskRun) makeTmpdir() {
 // environment (run_command: stdin /dev/null, stdout and stderr captured, own
 // process group) and applies its "export", "unset" and "print" lines. It
 // returns the exit status, 1 if it did not exit normally.
-func (t *taskRun) runTaskProlog() int {
-	cmd := exec.Command(t.c.TaskProlog)
-	cmd.Args = []string{t.c.TaskProlog}
+func (t *taskRun) runTaskProlog(path, name string) int {
+	cmd := exec.Command(path)
+	cmd.Args = []string{path}
 	cmd.Env = t.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -284,7 +293,7 @@ func (t *taskRun) runTaskProlog() int {
 	case err == nil:
 	case errors.As(err, &ee) && ee.Exited():
 	default:
-		t.errorf("slurm task_prolog did not exit normally. reason: %s", out.String())
+		t.errorf("%s did not exit normally. reason: %s", name, out.String())
 		return 1
 	}
 	t.applyPrologOutput(out.String())

@@ -319,6 +319,7 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 		Umask: umask, Nice: nice, Propagate: prop,
 		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
 		TaskProlog: s.spec.TaskProlog, NoTmpdir: t.ltid != 0,
+		UserTaskProlog: slurmproto.CString(m.TaskProlog),
 	}
 }
 
@@ -582,6 +583,7 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 	for left > 0 {
 		x := <-exits
 		s.recordTaskExit(x)
+		s.stepTaskEpilogs(x.t)
 		left--
 		// Gather exits that arrive together (one wait3 round in stock).
 		timer := time.NewTimer(ExitBatchWindow)
@@ -590,6 +592,7 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 			select {
 			case x := <-exits:
 				s.recordTaskExit(x)
+				s.stepTaskEpilogs(x.t)
 				left--
 			case <-timer.C:
 				break gather
@@ -599,8 +602,34 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 		for s.sendPendingExits() > 0 {
 		}
 	}
-	s.taskEpilog()
 	s.checkOOM()
+}
+
+// stepTaskEpilogs runs, for one exited task, srun's --task-epilog and then
+// slurm.conf's TaskEpilog as the user with the task's environment (mgr.c
+// _wait_for_any_task; stock's two error messages are crossed, kept so).
+func (s *Step) stepTaskEpilogs(t *stepTask) {
+	user := slurmproto.CString(s.launch.TaskEpilog)
+	if user == "" && s.spec.TaskEpilog == "" {
+		return
+	}
+	env := Env(s.taskEnv(t, 0))
+	env.Setenvf("SLURM_SCRIPT_CONTEXT", "epilog_task")
+	env.Setenvf("SLURMD_NODENAME", s.spec.NodeName)
+	run := func(path, failure string) {
+		st, err := s.runAsUser(path, env)
+		if err != nil {
+			s.errorLine("executing %s: %s", path, strerror(err))
+		} else if st != 0 {
+			s.errorLine("%s failed status=%d", failure, st)
+		}
+	}
+	if user != "" {
+		run(user, "TaskEpilog")
+	}
+	if s.spec.TaskEpilog != "" {
+		run(s.spec.TaskEpilog, "--task-epilog")
+	}
 }
 
 func (s *Step) recordTaskExit(x taskExit) {

@@ -1,0 +1,103 @@
+//go:build integration
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+)
+
+// testSrunTaskScripts: srun's --task-prolog runs before each task with the
+// task's environment, its "export" lines reach the task and its "print" lines
+// the task's stdout; --task-epilog runs after each task with SLURM_SCRIPT_CONTEXT
+// epilog_task, before srun returns. Same output as on the stock daemon.
+func testSrunTaskScripts(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "taskscripts")
+	for _, c := range p.both() {
+		d := dirs[c]
+		writeScript(t, filepath.Join(d, "tp.sh"), user,
+			"#!/bin/sh\necho export TP_VAR=from-prolog-$SLURM_PROCID\necho print printed-by-prolog-$SLURM_PROCID\n")
+		writeScript(t, filepath.Join(d, "te.sh"), user,
+			"#!/bin/sh\necho \"$SLURM_SCRIPT_CONTEXT $SLURM_PROCID $(id -un)\" > epi-$SLURM_PROCID.txt\n")
+	}
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		d := dirs[c]
+		return srunWith(t, c, user, d, "", "-N2", "-n2", "--label",
+			"--task-prolog="+filepath.Join(d, "tp.sh"), "--task-epilog="+filepath.Join(d, "te.sh"),
+			"sh", "-c", "echo var=$TP_VAR")
+	})
+	wantExit(t, p, ref, sut, 0)
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, []string{
+		"0: printed-by-prolog-0", "0: var=from-prolog-0",
+		"1: printed-by-prolog-1", "1: var=from-prolog-1",
+	})
+	sameLines(t, p, "stderr", ref.Stderr, sut.Stderr, []string{})
+	for _, c := range p.both() {
+		for i, want := range []string{"epilog_task 0 " + user, "epilog_task 1 " + user} {
+			b, err := os.ReadFile(filepath.Join(dirs[c], "epi-"+string(rune('0'+i))+".txt"))
+			if got := strings.TrimSpace(string(b)); err != nil || got != want {
+				t.Errorf("%s: task %d epilog wrote %q (%v), want %q", p.label(c), i, got, err, want)
+			}
+		}
+	}
+}
+
+// writeScript writes an executable script owned by user.
+func writeScript(t *testing.T, path, user, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uid, gid, err := cluster.LookupUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testSrunMultiProg: --multi-prog gives each task its line of the
+// configuration, with %t and %o, as on the stock daemon.
+func testSrunMultiProg(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "multiprog")
+	conf := "# tasks\n0 echo zero %t\n1-3 echo rest %t %o 'quoted %t'\n"
+	for _, c := range p.both() {
+		if err := os.WriteFile(filepath.Join(dirs[c], "mp.conf"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, user, dirs[c], "", "-N2", "-n4", "--label", "--multi-prog", "mp.conf")
+	})
+	wantExit(t, p, ref, sut, 0)
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, []string{
+		"0: zero 0", "1: rest 1 0 quoted %t", "2: rest 2 1 quoted %t", "3: rest 3 2 quoted %t",
+	})
+}
+
+// testSrunLabelledFiles: with --label and a per-node output pattern, each
+// node's file holds its tasks' labelled lines, as on the stock daemon.
+func testSrunLabelledFiles(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "labelfiles")
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, user, dirs[c], "", "-N2", "-n4", "--label", "-o", "out-%n.txt", "sh", "-c", "echo out $SLURM_PROCID")
+	})
+	wantExit(t, p, ref, sut, 0)
+	want := map[string][]string{"0": {"0: out 0", "1: out 1"}, "1": {"2: out 2", "3: out 3"}}
+	for _, n := range []string{"0", "1"} {
+		var got [2]string
+		for i, c := range []*cluster.Cluster{p.ref, p.sut} {
+			b, err := os.ReadFile(filepath.Join(dirs[c], "out-"+n+".txt"))
+			if err != nil {
+				t.Fatalf("%s: %v", p.label(c), err)
+			}
+			got[i] = string(b)
+		}
+		sameLines(t, p, "out-"+n+".txt", got[0], got[1], want[n])
+	}
+}
