@@ -232,6 +232,9 @@ func (d *Daemon) run(parent context.Context) error {
 		return err
 	}
 	d.log.Info("serving", "addr", srv.Addr().String())
+	// Before registering: revoked jobs come back, and -c ends the steps of
+	// an earlier daemon so that the registration does not list them.
+	d.jobs.Recover(ctx, cfg.Flags.CleanStart)
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

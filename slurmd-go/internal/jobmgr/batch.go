@@ -246,6 +246,7 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 	j.prologRC, j.prologStatus = rc, st
 	if rc != 0 {
 		j.revokedAt = time.Now()
+		m.saveStateLocked()
 	}
 	m.mu.Unlock()
 	close(done)

@@ -24,6 +24,7 @@ func (m *Manager) beginTerminate(req *slurmproto.KillJob) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j.revokedAt = revokeTime(req)
+	m.saveStateLocked()
 	if m.terminating[req.StepID.JobID] {
 		return false
 	}
@@ -160,6 +161,7 @@ func (m *Manager) forget(jobID uint32) {
 		at = j.revokedAt
 	}
 	m.jobs[jobID] = &job{revokedAt: at}
+	m.saveStateLocked()
 }
 
 // revokeTime is when slurmctld decided to end the job (kill_job_msg.time).
