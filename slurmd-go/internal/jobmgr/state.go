@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
@@ -107,8 +108,16 @@ func (m *Manager) Recover(ctx context.Context, clean bool) {
 		m.log.Info("found running steps of an earlier daemon", "steps", len(refs))
 		return
 	}
+	// All at once: a step manager that does not answer costs StepCallTimeout
+	// in total, not per step.
+	var wg sync.WaitGroup
 	for _, ref := range refs {
-		err := withStep(ctx, ref, func(ctx context.Context, c *stepapi.Conn) error { return c.Terminate(ctx) })
-		m.log.Info("clean start: terminated step", "job_id", ref.StepID.JobID, "step_id", ref.StepID.StepID, "error", err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := withStep(ctx, ref, func(ctx context.Context, c *stepapi.Conn) error { return c.Terminate(ctx) })
+			m.log.Info("clean start: terminated step", "job_id", ref.StepID.JobID, "step_id", ref.StepID.StepID, "error", err)
+		}()
 	}
+	wg.Wait()
 }
