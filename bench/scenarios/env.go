@@ -42,6 +42,7 @@ type Profile struct {
 	JobArrayTimeout  time.Duration // job-throughput: longest wait for one array to finish
 	StepSleep        time.Duration // stepd-rss: the job's `sleep`
 	StepSamples      int           // stepd-rss: VmRSS readings of the idle step manager
+	SrunRuns         int           // srun-launch: timed `srun -n1 true` per daemon
 }
 
 // Full is `make bench`: the issue's scenarios, sized to finish in well under 15 minutes on
@@ -57,6 +58,7 @@ func Full() Profile {
 		// 200 tasks: slurmctld starts about one per core per second here, so a
 		// 1,000-task array would take ~8 min per daemon and break the 15-min budget.
 		JobArray: 200, JobArrayTimeout: 5 * time.Minute, StepSleep: 30 * time.Second, StepSamples: 10,
+		SrunRuns: 100,
 	}
 }
 
@@ -71,6 +73,7 @@ func Smoke() Profile {
 		RPCTimeout: flood.DefaultTimeout, IdleSample: 300 * time.Millisecond, Settle: 100 * time.Millisecond,
 		MungeOps: 200, MungeConcurrency: []int{1, 16},
 		JobArray: 20, JobArrayTimeout: 2 * time.Minute, StepSleep: 8 * time.Second, StepSamples: 5,
+		SrunRuns: 10,
 	}
 }
 

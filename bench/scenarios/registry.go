@@ -42,8 +42,7 @@ var Registry = []Scenario{
 	openLoop{},
 	idle{when: "after-load"},
 	jobThroughput{},
-	planned{name: "srun-launch", title: "Step launch latency: `srun -n1 true`, p50/p99 over 100 runs",
-		needs: "srun steps on slurmd-go (issue 4)"},
+	srunLaunch{},
 	stepdRSS{},
 }
 

@@ -25,6 +25,7 @@ const (
 	registerTimeout    = 60 * time.Second
 	limitStartTimeout  = 20 * time.Second
 	clientCmdTimeout   = 30 * time.Second
+	clientWaitDelay    = 2 * time.Second
 	pollInterval       = 200 * time.Millisecond
 
 	StockSlurmd    = "/usr/sbin/slurmd"
@@ -273,11 +274,22 @@ func (c *Cluster) Env() []string {
 // Run runs a Slurm client command (sinfo, scontrol, sbatch, srun …) against the cluster,
 // bounded by clientCmdTimeout, and returns its combined output.
 func (c *Cluster) Run(ctx context.Context, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, clientCmdTimeout)
+	return c.RunFor(ctx, clientCmdTimeout, name, args...)
+}
+
+// RunFor is Run bounded by limit instead: past it the command is killed and the error wraps
+// context.DeadlineExceeded. Output pipes still held by the command's children are closed
+// clientWaitDelay after it exits, so a stray child cannot stretch the call.
+func (c *Cluster) RunFor(ctx context.Context, limit time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = c.Env()
+	cmd.WaitDelay = clientWaitDelay
 	out, err := cmd.CombinedOutput()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%v, limit %v)", ctx.Err(), err, limit)
+	}
 	return string(out), err
 }
 

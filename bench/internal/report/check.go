@@ -72,6 +72,12 @@ func Check(r *results.Results) []string {
 			if sr := r.StepRSSFor(t.Name); sr == nil || sr.RSSMedianKB <= 0 {
 				p = append(p, fmt.Sprintf("stepd-rss: no step-manager RSS for %s", t.Name))
 			}
+			switch s := r.SrunFor(t.Name); {
+			case s == nil:
+				p = append(p, fmt.Sprintf("srun-launch: no run for %s", t.Name))
+			case s.OK == 0 || s.OK != s.Runs || s.Errors > 0 || s.P50Ms <= 0 || s.P99Ms <= 0:
+				p = append(p, fmt.Sprintf("srun-launch: %s: %d of %d sruns ok, %d failed %v", t.Name, s.OK, s.Runs, s.Errors, s.ErrorText))
+			}
 		}
 		o := r.OpenFor(t.Name)
 		switch {

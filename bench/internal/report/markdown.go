@@ -31,6 +31,7 @@ var Sections = []Section{
 	{"published", "The published figures", publishedSection},
 	{"amdahl", "Amdahl model with I/O wait measured", amdahlSection},
 	{"jobs", "Batch jobs: throughput and step-manager memory", jobsSection},
+	{"srun", "srun steps: launch latency", srunSection},
 	{"scenarios", "Scenarios", scenariosSection},
 }
 
@@ -475,6 +476,39 @@ func jobsSection(r *results.Results, _ string) string {
 	return b.String()
 }
 
+func srunSection(r *results.Results, _ string) string {
+	if len(r.Srun) == 0 {
+		return "Not measured in this run.\n"
+	}
+	ss := r.SrunFor(results.TargetStock)
+	t := table{head: []string{"target", "node", "runs ok", "failed", "p50 ms", "p99 ms", "min ms", "max ms", "mean ms", "warm-up ms",
+		"p50 vs stock", "p99 vs stock"}}
+	var fails []string
+	for _, s := range r.Srun {
+		var sp50, sp99 float64 // ratio prints – against a zero
+		if ss != nil {
+			sp50, sp99 = ss.P50Ms, ss.P99Ms
+		}
+		t.add(s.Target, s.Node, fmt.Sprintf("%d of %d", s.OK, s.Runs), thousands(s.Errors), msf(s.P50Ms), msf(s.P99Ms),
+			msf(s.MinMs), msf(s.MaxMs), msf(s.MeanMs), msf(s.WarmupMs), ratio(s.P50Ms, sp50), ratio(s.P99Ms, sp99))
+		for _, e := range s.ErrorText {
+			fails = append(fails, fmt.Sprintf("- %s: %s\n", s.Target, e))
+		}
+	}
+	var b strings.Builder
+	timeout := r.Srun[0].TimeoutS
+	fmt.Fprintf(&b, "Step launch: per daemon, `srun -p <its partition> -w <its node> -N1 -n1 true` as root, one after another after one untimed warm-up run; each latency is the wall time of the srun command (allocation by slurmctld, REQUEST_LAUNCH_TASKS to the daemon, the step manager and the task, the step's and the job's completion), each run bounded by %.0f s. Percentiles are nearest-rank over the successful runs (below 100 runs p99 is the slowest); every latency is in results.json.\n\n", timeout)
+	b.WriteString(t.String())
+	if g := r.SrunFor(results.TargetGo); g != nil && ss != nil && g.OK > 0 && ss.OK > 0 {
+		fmt.Fprintf(&b, "\nslurmd-go's median srun takes %s stock's (%.1f vs %.1f ms), its p99 %s (%.1f vs %.1f ms).\n",
+			ratio(g.P50Ms, ss.P50Ms), g.P50Ms, ss.P50Ms, ratio(g.P99Ms, ss.P99Ms), g.P99Ms, ss.P99Ms)
+	}
+	if len(fails) > 0 {
+		b.WriteString("\nFailed runs (first few per daemon):\n\n" + strings.Join(fails, ""))
+	}
+	return b.String()
+}
+
 func stateList(m map[string]int) string {
 	var ks []string
 	for k := range m {
@@ -546,6 +580,6 @@ func publishedSection(r *results.Results, _ string) string {
 		}
 	}
 	t.add("2 MB → < 3 KB memory per connection", "published (not ours)", row)
-	t.add("GPU utilisation ~70 % → 99.4 %", "published (not ours): a target", "not measured: no GPU on this machine and no job scenarios yet")
+	t.add("GPU utilisation ~70 % → 99.4 %", "published (not ours): a target", "not measured: no GPU on this machine")
 	return t.String()
 }

@@ -78,6 +78,7 @@ func plotThroughput(r *results.Results, dir string) error {
 	}
 	p.Y.Min = 0
 	headroom(p, false)
+	logRange(&p.X)
 	return p.Save(plotW, plotH, filepath.Join(dir, "throughput_vs_vus.png"))
 }
 
@@ -103,6 +104,8 @@ func plotLatency(r *results.Results, dir string) error {
 		}
 	}
 	headroom(p, true)
+	logRange(&p.X)
+	logRange(&p.Y)
 	return p.Save(plotW, plotH, filepath.Join(dir, "latency_vs_vus.png"))
 }
 
@@ -155,7 +158,16 @@ func plotMunge(r *results.Results, dir string) error {
 	}
 	p.Y.Min = 0
 	headroom(p, false)
+	logRange(&p.X)
 	return p.Save(plotW, plotH, filepath.Join(dir, "munge_rate.png"))
+}
+
+// logRange gives a log axis without data (a run of `-only` some scenarios) a valid empty
+// range; gonum's log scale panics on the default one.
+func logRange(a *plot.Axis) {
+	if !(a.Min > 0) || !(a.Max > a.Min) {
+		a.Min, a.Max = 1, 10
+	}
 }
 
 // headroom raises the Y axis so the legend (top left) sits above the data.

@@ -62,6 +62,9 @@ func synthetic() *results.Results {
 			r.Jobs = append(r.Jobs, results.JobThroughput{Target: n, Tasks: 20, Completed: 20, Seconds: 20 / (speed[n] / 100),
 				Rate: speed[n] / 100, States: map[string]int{"COMPLETED": 20}})
 			r.StepMg = append(r.StepMg, results.StepRSS{Target: n, RSSMedianKB: rss / 2, SamplesKB: []int64{rss / 2}})
+			p50 := 200000 / speed[n] // stock 200 ms, slurmd-go 100 ms
+			r.Srun = append(r.Srun, results.SrunLaunch{Target: n, Node: "b" + n, Runs: 10, OK: 10, TimeoutS: 30,
+				Ms: []float64{p50, p50, p50, p50, p50, p50, p50, p50, p50, 2 * p50}, P50Ms: p50, P99Ms: 2 * p50, MinMs: p50, MaxMs: 2 * p50, MeanMs: 1.1 * p50})
 		}
 		r.Open = append(r.Open, results.OpenRun{Target: n, Rate: 500, Held: 200, Hold: flood.HoldStats{Established: 200},
 			Stats: flood.Stats{OK: 500, LatencyAll: flood.Latency{Count: 500, P99Ms: p99}, Latency: flood.Latency{Count: 500, P99Ms: p99}}})
@@ -69,7 +72,8 @@ func synthetic() *results.Results {
 	r.Status = []results.ScenarioStatus{
 		{Name: "ping-closed", Status: results.StatusMeasured},
 		{Name: "job-throughput", Status: results.StatusMeasured},
-		{Name: "srun-launch", Status: results.StatusNotMeasured, Note: "not measured yet: needs srun steps"},
+		{Name: "srun-launch", Status: results.StatusMeasured},
+		{Name: "later", Status: results.StatusNotMeasured, Note: "not measured yet: needs its subject"},
 	}
 	return r
 }
@@ -96,6 +100,10 @@ func TestCheck_Flags(t *testing.T) {
 		{"no jobs", func(r *results.Results) { r.Jobs = r.Jobs[1:] }, "job-throughput: no run for stock"},
 		{"failed task", func(r *results.Results) { r.Jobs[0].Completed = 19 }, "19 of 20 tasks COMPLETED"},
 		{"no stepd", func(r *results.Results) { r.StepMg = nil }, "stepd-rss: no step-manager RSS"},
+		{"no srun", func(r *results.Results) { r.Srun = r.Srun[1:] }, "srun-launch: no run for stock"},
+		{"failed srun", func(r *results.Results) {
+			r.Srun[1].OK, r.Srun[1].Errors, r.Srun[1].ErrorText = 9, 1, []string{"run 3: timeout"}
+		}, "srun-launch: slurmd-go: 9 of 10 sruns ok, 1 failed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +132,7 @@ func TestVerdicts(t *testing.T) {
 		"Job throughput ≥ stock's":                                                               Met, // 20 vs 10 jobs/s
 		"Idle daemon memory ≤ stock's":                                                           Met,
 		"Step-manager memory ≤ stock's":                                                          Met, // 3500 vs 4000 KiB
-		"`srun -n1 true` p50 ≤ stock's":                                                          NotMeasured,
+		"`srun -n1 true` p50 ≤ stock's":                                                          Met, // 100 vs 200 ms
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -137,6 +145,47 @@ func TestVerdicts(t *testing.T) {
 		if strings.Contains(v.Target, "1.5× stock") && v.Status != Missed {
 			t.Fatalf("1.4× stock judged %s", v.Status)
 		}
+	}
+	srun := func(r *results.Results) Verdict {
+		for _, v := range Verdicts(r) {
+			if strings.HasPrefix(v.Target, "`srun") {
+				return v
+			}
+		}
+		t.Fatal("no srun verdict")
+		return Verdict{}
+	}
+	if v := srun(synthetic()); !strings.Contains(v.Measured, "slurmd-go p50 100.0 ms") || !strings.Contains(v.Measured, "p50 0.50×") {
+		t.Fatalf("srun verdict: %+v", v)
+	}
+	r = synthetic()
+	r.SrunFor(results.TargetGo).P50Ms = 201
+	if v := srun(r); v.Status != Missed {
+		t.Fatalf("p50 201 vs 200 ms judged %s", v.Status)
+	}
+	r = synthetic()
+	r.SrunFor(results.TargetGo).Errors = 1
+	if v := srun(r); v.Status != Missed {
+		t.Fatalf("a failed srun judged %s", v.Status)
+	}
+	r = synthetic()
+	r.Srun = nil
+	r.Status[2] = results.ScenarioStatus{Name: "srun-launch", Status: results.StatusNotMeasured, Note: "not measured yet: x"}
+	if v := srun(r); v.Status != NotMeasured {
+		t.Fatalf("no srun figures judged %s", v.Status)
+	}
+}
+
+func TestSrunSection(t *testing.T) {
+	s := srunSection(synthetic(), "")
+	for _, want := range []string{"| stock | bstock | 10 of 10 | 0 | 200.0 | 400.0 |", "| slurmd-go | bslurmd-go | 10 of 10 | 0 | 100.0 | 200.0 |", "| 0.50× | 0.50× |",
+		"slurmd-go's median srun takes 0.50× stock's"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("srun section lacks %q:\n%s", want, s)
+		}
+	}
+	if s := srunSection(&results.Results{}, ""); !strings.Contains(s, "Not measured") {
+		t.Fatalf("empty: %s", s)
 	}
 }
 
@@ -223,5 +272,26 @@ func TestFitAmdahl(t *testing.T) {
 	a := FitAmdahl(synthetic(), results.TargetGo)
 	if a == nil || a.IOWait <= 0 || a.IOWait > 1 || a.P < 0 || a.P > 1 || len(a.Points) != 2 || a.Points[0].Modelled != 1 {
 		t.Fatalf("fit %+v", a)
+	}
+}
+
+// A run of `benchrun -only srun-launch` has no closed loop and no munge rates: the log-scale
+// plots must still render (empty) rather than panic.
+func TestRender_PartialRun(t *testing.T) {
+	full := synthetic()
+	r := &results.Results{Schema: results.SchemaVersion, Profile: "smoke", Started: full.Started, Machine: full.Machine,
+		Targets: full.Targets, Srun: full.Srun, Status: []results.ScenarioStatus{{Name: "srun-launch", Status: results.StatusMeasured}}}
+	out := t.TempDir()
+	if err := Write(r, out, ""); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil || !strings.Contains(string(b), "## srun steps: launch latency") {
+		t.Fatalf("results.md: %v\n%s", err, b)
+	}
+	for _, f := range []string{"throughput_vs_vus.png", "latency_vs_vus.png", "munge_rate.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

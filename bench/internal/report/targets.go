@@ -104,7 +104,7 @@ func Verdicts(r *results.Results) []Verdict {
 				ratio(og.Stats.LatencyAll.P99Ms, ost.Stats.LatencyAll.P99Ms)),
 			judge(og.Stats.ErrorTotal == 0 && og.Stats.LatencyAll.P99Ms*10 <= ost.Stats.LatencyAll.P99Ms)})
 	}
-	v = append(v, jobsVerdict(r), pending(r, "srun-launch", "`srun -n1 true` p50 ≤ stock's"))
+	v = append(v, jobsVerdict(r), srunVerdict(r))
 	ig, is := r.IdleFor(results.TargetGo, "start"), r.IdleFor(results.TargetStock, "start")
 	if ig == nil || is == nil {
 		v = append(v, Verdict{"Idle daemon memory ≤ stock's", "", NoData})
@@ -131,6 +131,22 @@ func jobsVerdict(r *results.Results) Verdict {
 		m += fmt.Sprintf("; slurmd-go net %.1f jobs/s", n.Rate)
 	}
 	return Verdict{target, m, judge(g.Completed == g.Tasks && g.Rate >= s.Rate)}
+}
+
+// srunVerdict judges slurmd-go's median `srun -n1 true` wall time against stock's (the issue's
+// target: p50 at most stock's). A failed srun on slurmd-go misses it whatever the median.
+func srunVerdict(r *results.Results) Verdict {
+	const target = "`srun -n1 true` p50 ≤ stock's"
+	g, s := r.SrunFor(results.TargetGo), r.SrunFor(results.TargetStock)
+	if g == nil || s == nil || g.OK == 0 || s.OK == 0 {
+		return pending(r, "srun-launch", target)
+	}
+	m := fmt.Sprintf("%s sequential `srun -n1 -N1 -w <node> true`, wall time: slurmd-go p50 %.1f ms, p99 %.1f ms (%d failed); stock p50 %.1f ms, p99 %.1f ms (%d failed): p50 %s, p99 %s",
+		thousands(g.Runs), g.P50Ms, g.P99Ms, g.Errors, s.P50Ms, s.P99Ms, s.Errors, ratio(g.P50Ms, s.P50Ms), ratio(g.P99Ms, s.P99Ms))
+	if n := r.SrunFor(results.TargetGoNet); n != nil && n.OK > 0 {
+		m += fmt.Sprintf("; slurmd-go net p50 %.1f ms", n.P50Ms)
+	}
+	return Verdict{target, m, judge(g.Errors == 0 && g.P50Ms <= s.P50Ms)}
 }
 
 // stepdVerdict judges the idle RSS of slurmd-go's step manager against stock slurmstepd's.

@@ -51,6 +51,7 @@ type Results struct {
 	Open   []OpenRun           `json:"open,omitempty"`
 	Jobs   []JobThroughput     `json:"jobs,omitempty"`  // job-throughput, one per daemon
 	StepMg []StepRSS           `json:"stepd,omitempty"` // stepd-rss, one per daemon
+	Srun   []SrunLaunch        `json:"srun,omitempty"`  // srun-launch, one per daemon
 	Status []ScenarioStatus    `json:"scenarios"`
 	Extra  map[string]any      `json:"extra,omitempty"` // later scenarios' figures, by scenario name
 	Notes  []string            `json:"notes,omitempty"`
@@ -244,6 +245,41 @@ type StepRSS struct {
 	SamplesKB   []int64 `json:"rss_kb_samples"`
 	RSSMedianKB int64   `json:"rss_median_kb"`
 	Threads     int     `json:"threads"`
+}
+
+// SrunLaunch is Runs sequential `srun -n1 -N1 -w <node> true` to one daemon, each timed as
+// the wall time of the srun command (start to exit, as root, on this machine). Statistics are
+// over the runs that succeeded (exit 0 within TimeoutS); a failed run is counted in Errors and
+// its time kept in FailedMs. The warm-up run before them is not in any statistic.
+type SrunLaunch struct {
+	Target    string    `json:"target"`
+	Node      string    `json:"node"`
+	Partition string    `json:"partition"`
+	Command   string    `json:"command"`
+	Runs      int       `json:"runs"`       // timed runs asked for
+	TimeoutS  float64   `json:"timeout_s"`  // each run's limit
+	WarmupMs  float64   `json:"warmup_ms"`  // the untimed first run (0: none)
+	Ms        []float64 `json:"latency_ms"` // every successful run, in run order
+	FailedMs  []float64 `json:"failed_ms,omitempty"`
+	OK        int       `json:"ok"`
+	Errors    int       `json:"errors"`
+	ErrorText []string  `json:"error_samples,omitempty"` // the first few failures
+	P50Ms     float64   `json:"p50_ms"`                  // nearest rank
+	P99Ms     float64   `json:"p99_ms"`                  // nearest rank (the largest below 100 runs)
+	MinMs     float64   `json:"min_ms"`
+	MaxMs     float64   `json:"max_ms"`
+	MeanMs    float64   `json:"mean_ms"`
+	Seconds   float64   `json:"seconds"` // all timed runs together
+}
+
+// SrunFor is target's srun-launch measurement (nil if absent).
+func (r *Results) SrunFor(target string) *SrunLaunch {
+	for i := range r.Srun {
+		if r.Srun[i].Target == target {
+			return &r.Srun[i]
+		}
+	}
+	return nil
 }
 
 // JobsFor is target's job-throughput run (nil if absent).
