@@ -5,23 +5,23 @@
 //
 // # Process model
 //
-// Launch runs "slurmstepd-go start" with the StartSpec (a versioned JSON
-// document) on its stdin. start re-executes the binary as "serve" in a new
-// session (setsid) and exits at once, so the step manager is re-parented
-// to init and never waited for by the daemon (containerd's shim "start").
-// serve decodes the 22.05 launch body, writes the batch script, listens on
-// the step socket and reports readiness on an inherited pipe; Launch then
+// Launch runs "slurmstepd-go serve" in a new session (setsid) with the
+// StartSpec (a versioned JSON document) on fd 3 and a report pipe on fd 4,
+// and never waits for it beyond reaping: when the daemon exits, the step
+// manager is re-parented to init and keeps running. One process start per
+// step, because a Go binary's start-up is most of a step launch. serve
+// decodes the 22.05 launch body, writes the batch script (or prepares the
+// tasks), listens on the step socket and reports readiness; Launch then
 // acknowledges, and only after that acknowledgement does the step manager
 // run the job (slurmd's rc/ack exchange with slurmstepd):
 //
-//	daemon                start                  serve (long-lived)
-//	  | spec on stdin ---->  |                        |
-//	  |                      | exec serve, setsid --> |
-//	  |                      x exits                  | setup, listen socket
-//	  | <----------------------------- report {rc,pid} |
-//	  | ack byte ------------------------------------> |
-//	  | (returns Handle)                               | run job, complete,
-//	                                                   | unlink socket, exit
+//	daemon                                 serve (long-lived, own session)
+//	  | exec serve, setsid ------------------> |
+//	  | spec on fd 3 ------------------------> | setup, listen socket
+//	  | <------------------- report {rc,pid} --| (fd 4)
+//	  | ack byte on fd 3 --------------------> |
+//	  | (returns Handle)                       | run job, complete,
+//	                                           | unlink socket, exit
 //
 // Without the ack (daemon gone, Launch timed out) the step manager undoes
 // its setup and exits without running anything.

@@ -1,7 +1,6 @@
 package stepapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,17 +17,19 @@ import (
 // Named timeouts of the launch handshake.
 const (
 	// LaunchTimeout bounds Launch when ctx has no earlier deadline: from
-	// exec of "start" to the step manager's readiness report (it decodes
+	// exec of "serve" to the step manager's readiness report (it decodes
 	// the launch body, writes the script and listens on its socket first).
 	LaunchTimeout = 60 * time.Second
 	// AckTimeout bounds how long a ready step manager waits for the
 	// daemon's acknowledgement before it gives up without running the job.
 	AckTimeout = LaunchTimeout + 10*time.Second
+	// ExitWait bounds waiting for the exit status of a step manager that
+	// closed its report pipe without a report.
+	ExitWait = time.Second
 )
 
 // Subcommands of the step manager binary.
 const (
-	CmdStart = "start" // re-parenting trampoline run by Launch
 	CmdServe = "serve" // the long-lived step manager
 	CmdTask  = "task"  // internal: becomes the user and execs a task
 )
@@ -159,19 +159,22 @@ func Launch(ctx context.Context, stepdPath string, spec StartSpec) (*Handle, err
 		return nil, fmt.Errorf("stepapi: pipe: %w", err)
 	}
 	defer repR.Close()
-	var stderr bytes.Buffer
-	cmd := exec.Command(stepdPath, CmdStart)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = specR, repW, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The step manager is started directly in its own session (one
+	// process start: a Go binary's start-up is most of a step launch). It
+	// is this daemon's child until the daemon exits, then init's; a
+	// goroutine reaps it.
+	cmd := exec.Command(stepdPath, CmdServe)
+	cmd.ExtraFiles = []*os.File{specR, repW} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
 	err = cmd.Start()
 	specR.Close()
 	repW.Close()
 	if err != nil {
 		return nil, fmt.Errorf("stepapi: start %s: %w", stepdPath, err)
 	}
-	// start exits at once; its stderr says why if it could not exec serve.
-	startDone := make(chan error, 1)
-	go func() { startDone <- cmd.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	writeDone := make(chan error, 1)
 	go func() { writeDone <- WriteSpec(specW, &spec) }()
 
@@ -193,19 +196,23 @@ func Launch(ctx context.Context, stepdPath string, spec StartSpec) (*Handle, err
 	select {
 	case r := <-repCh:
 		if r.err != nil {
-			serr := <-startDone
-			msg := strings.TrimSpace(stderr.String())
 			if errors.Is(r.err, os.ErrDeadlineExceeded) {
-				return nil, fmt.Errorf("%w (%s): %s", ErrLaunchTimeout, LaunchTimeout, msg)
+				_ = cmd.Process.Kill()
+				return nil, fmt.Errorf("%w (%s)", ErrLaunchTimeout, LaunchTimeout)
 			}
-			return nil, fmt.Errorf("%w: %v: %s", ErrNoReport, serr, msg)
+			// No report: the step manager died before it could say why.
+			var status error
+			select {
+			case status = <-exited:
+			case <-time.After(ExitWait):
+			}
+			return nil, fmt.Errorf("%w: %v", ErrNoReport, status)
 		}
 		rep = r.rep
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("%w: %w", ErrLaunchTimeout, ctx.Err())
 	}
-	<-startDone
 	if rep.RC != 0 {
 		return nil, &LaunchError{RC: rep.RC, Msg: rep.Error}
 	}

@@ -27,7 +27,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case stepapi.CmdStart, stepapi.CmdServe, stepapi.CmdTask:
+		case stepapi.CmdServe, stepapi.CmdTask:
 			os.Exit(Main(os.Args[1:]))
 		case "launch-and-exit":
 			os.Exit(launchAndExit())
@@ -454,8 +454,9 @@ func TestE2E_NoAckNoJob(t *testing.T) {
 		NodeName: "tn1", Script: "#!/bin/sh\ntouch ran\n"}))
 	specR, specW, _ := os.Pipe()
 	repR, repW, _ := os.Pipe()
-	cmd := exec.Command(selfBinary(t), stepapi.CmdStart)
-	cmd.Stdin, cmd.Stdout = specR, repW
+	cmd := exec.Command(selfBinary(t), stepapi.CmdServe)
+	cmd.ExtraFiles = []*os.File{specR, repW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -466,8 +467,8 @@ func TestE2E_NoAckNoJob(t *testing.T) {
 	if err != nil || rep.RC != 0 {
 		t.Fatalf("report %+v %v", rep, err)
 	}
-	_ = cmd.Wait()
 	specW.Close() // no ack
+	_ = cmd.Wait()
 	waitDead(t, rep.PID, 10*time.Second)
 	if fileExists(rep.Socket) || fileExists(stepapi.BatchDir(spool, id)) {
 		t.Error("socket or batch dir left behind")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -71,12 +70,10 @@ func (o Options) cgroupManager(root string) (cgroup.Manager, error) {
 // Main runs a step manager subcommand and returns the exit status.
 func Main(args []string) int {
 	if len(args) < 1 {
-		fmt.Fprintln(os.Stderr, "usage: slurmstepd-go start|serve")
+		fmt.Fprintln(os.Stderr, "usage: slurmstepd-go serve (started by slurmd-go)")
 		return 2
 	}
 	switch args[0] {
-	case stepapi.CmdStart:
-		return Start()
 	case stepapi.CmdServe:
 		return Serve(Options{})
 	case stepapi.CmdTask:
@@ -86,27 +83,8 @@ func Main(args []string) int {
 	return 2
 }
 
-// Start is "slurmstepd-go start": it execs "serve" in a new session with
-// its stdin (spec, then ack) and stdout (report) as fds 3 and 4, and exits
-// at once, so the step manager is re-parented to init.
-func Start() int {
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "slurmstepd-go start: %v\n", err)
-		return 1
-	}
-	cmd := exec.Command(self, stepapi.CmdServe)
-	cmd.ExtraFiles = []*os.File{os.Stdin, os.Stdout}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "slurmstepd-go start: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-// Serve is "slurmstepd-go serve" on the fds Start passes.
+// Serve is "slurmstepd-go serve" on the fds stepapi.Launch passes: 3 the
+// spec and then the ack, 4 the report.
 func Serve(o Options) int {
 	_ = syscall.SetNonblock(3, true) // so the ack wait can have a deadline
 	in := os.NewFile(3, "spec")
