@@ -68,7 +68,7 @@ func (m *Manager) saveStateLocked() {
 
 // Recover runs once at daemon start: it restores the revoked jobs and, for
 // -c, terminates every step an earlier daemon left (slurmd.c
-// _slurmd_init with cleanstart). Each step gets StepCallTimeout.
+// _kill_all_active_steps with cleanstart). Each step gets StepCallTimeout.
 func (m *Manager) Recover(ctx context.Context, clean bool) {
 	cfg := m.cfg()
 	path := filepath.Join(cfg.SpoolDir, CredStateFile)
@@ -115,8 +115,12 @@ func (m *Manager) Recover(ctx context.Context, clean bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := withStep(ctx, ref, func(ctx context.Context, c *stepapi.Conn) error { return c.Terminate(ctx) })
-			m.log.Info("clean start: terminated step", "job_id", ref.StepID.JobID, "step_id", ref.StepID.StepID, "error", err)
+			// Stock sends SIGKILL as a container signal, which makes the
+			// step manager print its "*** ... CANCELLED AT ... ***" line.
+			err := withStep(ctx, ref, func(ctx context.Context, c *stepapi.Conn) error {
+				return c.SignalContainer(ctx, sigKILL, 0, "", 0)
+			})
+			m.log.Info("clean start: killed step", "job_id", ref.StepID.JobID, "step_id", ref.StepID.StepID, "error", err)
 		}()
 	}
 	wg.Wait()
