@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,13 +107,45 @@ func Resolve(f Flags, conf *slurmconf.Config) (*Config, error) {
 	if len(c.CtldHosts) == 0 {
 		return nil, fmt.Errorf("config: %s names no SlurmctldHost", conf.File)
 	}
+	_, static := conf.Node(c.NodeName)
 	for _, n := range conf.Nodes() {
-		if n.Name != c.NodeName && addrOf(n) == addrOf(c.Node) {
+		if n.Name == c.NodeName {
+			continue
+		}
+		// A dynamic node has no address in slurm.conf: it shares the
+		// host with every node whose address is one of this machine's.
+		if addrOf(n) == addrOf(c.Node) || (!static && isLocalAddr(addrOf(n))) {
 			c.MultipleSlurmd = true
 			break
 		}
 	}
 	return c, nil
+}
+
+// isLocalAddr reports whether a NodeAddr names this machine: localhost, a
+// loopback address or one of its interface addresses. Names other than
+// localhost are not resolved (no DNS wait at start).
+func isLocalAddr(a string) bool {
+	if a == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(a)
+	if err != nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, x := range addrs {
+		if p, err := netip.ParsePrefix(x.String()); err == nil && p.Addr() == ip.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 func addrOf(n *slurmconf.Node) string {

@@ -31,6 +31,19 @@ func writeConf(t *testing.T, body string) string {
 	return p
 }
 
+// TestLoad_DynamicAlone: a dynamic node on a host that no slurm.conf node
+// shares keeps refusing replayed credentials.
+func TestLoad_DynamicAlone(t *testing.T) {
+	conf := strings.ReplaceAll(testConf, "127.0.0.1", "10.9.9.8")
+	cfg, err := Load(Flags{ConfFile: writeConf(t, conf), NodeName: "dyn1", Dynamic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MultipleSlurmd {
+		t.Fatalf("MultipleSlurmd set for a dynamic node alone on its host")
+	}
+}
+
 func TestLoad_NodeResolution(t *testing.T) {
 	p := writeConf(t, testConf)
 	cases := []struct {
@@ -42,7 +55,8 @@ func TestLoad_NodeResolution(t *testing.T) {
 	}{
 		{"per-node port and %n paths", Flags{ConfFile: p, NodeName: "n2"}, 7002, true, "/var/spool/tiee/n2"},
 		{"SlurmdPort default, own address", Flags{ConfFile: p, NodeName: "solo"}, 7000, false, "/var/spool/tiee/solo"},
-		{"dynamic node not in slurm.conf", Flags{ConfFile: p, NodeName: "dyn1", Dynamic: true, DynamicConf: "Feature=dyn Port=7009"}, 7009, false, "/var/spool/tiee/dyn1"},
+		// n1 and n2 are on loopback: this machine, like the dynamic node.
+		{"dynamic node not in slurm.conf", Flags{ConfFile: p, NodeName: "dyn1", Dynamic: true, DynamicConf: "Feature=dyn Port=7009"}, 7009, true, "/var/spool/tiee/dyn1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
