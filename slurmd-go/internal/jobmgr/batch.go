@@ -317,7 +317,7 @@ func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
 		})
 		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold == 0 {
 			body := &slurmproto.CompleteProlog{JobID: msg.JobID, NodeName: m.cfg().NodeName, PrologRC: rc}
-			if err := m.retry(ctx, "REQUEST_COMPLETE_PROLOG", body); err != nil {
+			if err := m.durableRetry(ctx, "REQUEST_COMPLETE_PROLOG", fmt.Sprintf("complete_prolog.%d", msg.JobID), body); err != nil {
 				m.log.Error("slurmctld never took the prolog result", "job_id", msg.JobID, "error", err)
 			}
 		}

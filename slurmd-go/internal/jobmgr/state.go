@@ -66,7 +66,8 @@ func (m *Manager) saveStateLocked() {
 	}
 }
 
-// Recover runs once at daemon start: it restores the revoked jobs and, for
+// Recover runs once at daemon start: it restores the revoked jobs, resends
+// the messages an earlier daemon still owed slurmctld and, for
 // -c, terminates every step an earlier daemon left (slurmd.c
 // _kill_all_active_steps with cleanstart). Each step gets StepCallTimeout.
 func (m *Manager) Recover(ctx context.Context, clean bool) {
@@ -100,6 +101,7 @@ func (m *Manager) Recover(ctx context.Context, clean bool) {
 		m.mu.Unlock()
 		m.log.Info("restored credential state", "revoked_jobs", n)
 	}
+	m.resendPending()
 	refs, err := stepapi.Scan(ctx, cfg.SpoolDir, cfg.NodeName)
 	if err != nil || len(refs) == 0 {
 		return
