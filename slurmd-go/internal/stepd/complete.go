@@ -40,9 +40,8 @@ func (s *Step) callBudget() time.Duration {
 // sendComplete is mgr.c _send_complete_batch_script_msg: retried while no
 // controller answers; any answer ends the retries. ESLURM_ALREADY_DONE and
 // ESLURM_INVALID_JOB_ID count as success (the job was killed meanwhile).
-//
-// TODO(issue 5): persist "completion pending" in the spool dir before the
-// first try so that a restarted step manager can resend it.
+// The step manager outlives the daemon, so a daemon restart does not stop
+// the retries.
 func (s *Step) sendComplete(jobRC, slurmRC uint32) error {
 	body := &slurmproto.CompleteBatchScript{
 		JobID:    s.id.JobID,
@@ -51,29 +50,37 @@ func (s *Step) sendComplete(jobRC, slurmRC uint32) error {
 		UserID:   s.uid,
 		NodeName: s.spec.NodeName,
 	}
-	sched := s.opts.completeRetry()
+	reply, err := s.callCtld(s.opts.completeRetry(), "job complete", body, auth.UIDAny)
+	if err != nil {
+		return fmt.Errorf("stepd: job completion: %w", err)
+	}
+	rc := replyRC(reply)
+	switch rc {
+	case slurmproto.SlurmSuccess, slurmproto.ESlurmAlreadyDone, slurmproto.ESlurmInvalidJobID:
+		s.log.Debug("job complete acknowledged", "rc", slurmproto.RCName(rc))
+		return nil
+	}
+	return fmt.Errorf("stepd: slurmctld refused job completion: %s", slurmproto.RCName(rc))
+}
+
+// callCtld sends body to slurmctld on sched until a controller answers
+// and returns that answer.
+func (s *Step) callCtld(sched RetrySchedule, what string, body slurmproto.Body, restrictUID uint32) (slurmproto.Body, error) {
 	var last error
 	for i := 0; i < sched.Attempts; i++ {
 		if i > 0 {
-			s.log.Info("retrying job complete RPC", "attempt", i+1, "error", last)
+			s.log.Info("retrying RPC to slurmctld", "what", what, "attempt", i+1, "error", last)
 			time.Sleep(sched.Delay)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.callBudget())
-		reply, err := s.opts.Ctld.Call(ctx, body, auth.UIDAny)
+		reply, err := s.opts.Ctld.Call(ctx, body, restrictUID)
 		cancel()
-		if err != nil {
-			last = err
-			continue
+		if err == nil {
+			return reply, nil
 		}
-		rc := replyRC(reply)
-		switch rc {
-		case slurmproto.SlurmSuccess, slurmproto.ESlurmAlreadyDone, slurmproto.ESlurmInvalidJobID:
-			s.log.Debug("job complete acknowledged", "rc", slurmproto.RCName(rc))
-			return nil
-		}
-		return fmt.Errorf("stepd: slurmctld refused job completion: %s", slurmproto.RCName(rc))
+		last = err
 	}
-	return fmt.Errorf("stepd: no controller acknowledged job completion after %d tries: %w", sched.Attempts, last)
+	return nil, fmt.Errorf("no controller answered after %d tries: %w", sched.Attempts, last)
 }
 
 func replyRC(b slurmproto.Body) uint32 {

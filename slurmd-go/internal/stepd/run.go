@@ -65,15 +65,8 @@ func (s *Step) jobManager() uint32 {
 
 	// set_umask: SLURM_UMASK applies to the stdio files and the job, and
 	// is removed from a batch job's environment.
-	umask := -1
-	if v, ok := s.env.Get("SLURM_UMASK"); ok {
-		if m, err := strconv.ParseInt(v, 8, 32); err == nil {
-			umask = int(m)
-		} else if m, ok := cStrtol8(v); ok {
-			umask = m
-		}
-		s.env.Unset("SLURM_UMASK")
-	}
+	umask := s.umaskFromEnv()
+	s.env.Unset("SLURM_UMASK")
 	var nice *int
 	if s.spec.PropagatePrioProcess != 0 {
 		nice = s.prioProcess()
@@ -217,12 +210,25 @@ func (s *Step) prioProcess() *int {
 	return &prio
 }
 
-// openStdio opens the task's stdin, stdout and stderr as the user (file
-// system identity and umask of the user on a private thread), with
-// open_mode or JobFileAppend deciding append or truncate (io.c).
-func (s *Step) openStdio(umask int) (files [3]*os.File, chdirErr, err error) {
+// umaskFromEnv is set_umask's value: SLURM_UMASK in octal (strtol), -1
+// when absent.
+func (s *Step) umaskFromEnv() int {
+	v, ok := s.env.Get("SLURM_UMASK")
+	if !ok {
+		return -1
+	}
+	if m, err := strconv.ParseInt(v, 8, 32); err == nil {
+		return int(m)
+	}
+	m, _ := cStrtol8(v)
+	return m
+}
+
+// outputFlags are the open flags of an output file: open_mode, or
+// JobFileAppend for mode 0, decides append or truncate (io.c).
+func (s *Step) outputFlags(openMode uint8) int {
 	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	switch s.msg.OpenMode {
+	switch openMode {
 	case slurmproto.OpenModeAppend:
 	case slurmproto.OpenModeTruncate:
 		flags |= os.O_TRUNC
@@ -231,6 +237,14 @@ func (s *Step) openStdio(umask int) (files [3]*os.File, chdirErr, err error) {
 			flags |= os.O_TRUNC
 		}
 	}
+	return flags
+}
+
+// openStdio opens the task's stdin, stdout and stderr as the user (file
+// system identity and umask of the user on a private thread), with
+// open_mode or JobFileAppend deciding append or truncate (io.c).
+func (s *Step) openStdio(umask int) (files [3]*os.File, chdirErr, err error) {
+	flags := s.outputFlags(s.msg.OpenMode)
 	err = proc.DoAs(proc.Cred{UID: s.uid, GID: s.gid, Groups: s.gids}, umask, func() error {
 		var err error
 		if files[0], err = os.OpenFile(s.inName, os.O_RDONLY, 0); err != nil {

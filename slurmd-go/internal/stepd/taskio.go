@@ -69,16 +69,7 @@ func (s *Step) setupIO(umask int) error {
 	s.sio = sio
 	label := m.Flags&slurmproto.LaunchLabelIO != 0
 	isPTY := m.Flags&slurmproto.LaunchPTY != 0
-	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	switch m.OpenMode {
-	case slurmproto.OpenModeAppend:
-	case slurmproto.OpenModeTruncate:
-		flags |= os.O_TRUNC
-	default:
-		if !s.spec.JobFileAppend {
-			flags |= os.O_TRUNC
-		}
-	}
+	flags := s.outputFlags(m.OpenMode)
 	tasks := make([]stepio.Task, len(s.tasks))
 	// Label files are shared by the tasks that name the same file.
 	labelFiles := map[string]*os.File{}

@@ -179,14 +179,8 @@ func (s *Step) runTasks() {
 // non-zero rc if the launch failed (then no task runs) and a channel of
 // task exits.
 func (s *Step) forkTasks() (uint32, <-chan taskExit) {
-	umask := -1
-	if v, ok := s.env.Get("SLURM_UMASK"); ok {
-		if mm, err := strconv.ParseInt(v, 8, 32); err == nil {
-			umask = int(mm)
-		} else if mm, ok := cStrtol8(v); ok {
-			umask = mm
-		}
-	}
+	// Steps keep SLURM_UMASK in their environment (set_umask).
+	umask := s.umaskFromEnv()
 	var nice *int
 	if s.spec.PropagatePrioProcess != 0 {
 		nice = s.prioProcess()
@@ -732,25 +726,14 @@ func (s *Step) stepComplete() {
 	if s.opts.CompleteRetry.Attempts > 0 {
 		sched = s.opts.CompleteRetry
 	}
-	var last error
-	for i := 0; i < sched.Attempts; i++ {
-		if i > 0 {
-			s.log.Info("retrying step complete RPC", "attempt", i+1, "error", last)
-			time.Sleep(sched.Delay)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.callBudget())
-		reply, err := s.opts.Ctld.Call(ctx, body, 0)
-		cancel()
-		if err != nil {
-			last = err
-			continue
-		}
-		if rc := replyRC(reply); rc != 0 {
-			s.log.Info("slurmctld refused step completion", "rc", slurmproto.RCName(rc))
-		}
+	reply, err := s.callCtld(sched, "step complete", body, 0)
+	if err != nil {
+		s.log.Error("unable to send step complete message", "error", err)
 		return
 	}
-	s.log.Error("unable to send step complete message", "error", last)
+	if rc := replyRC(reply); rc != 0 {
+		s.log.Info("slurmctld refused step completion", "rc", slurmproto.RCName(rc))
+	}
 }
 
 // stepName is the step's cgroup directory name ("step_0", "batch").
