@@ -323,29 +323,12 @@ func (m *Manager) SignalTasks(req *slurmproto.SignalTasks, uid uint32, privilege
 
 // TerminateTasks serves REQUEST_TERMINATE_TASKS: SIGKILL one step.
 func (m *Manager) TerminateTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32 {
-	ctx := context.Background()
-	cfg := m.cfg()
-	ref := stepapi.StepRef{StepID: req.StepID, Path: stepapi.SocketPath(cfg.SpoolDir, cfg.NodeName, req.StepID)}
-	rc := uint32(0)
-	err := withStep(ctx, ref, func(ctx context.Context, c *stepapi.Conn) error {
-		owner, err := c.UID(ctx)
-		if err != nil {
-			rc = slurmproto.ESlurmInvalidJobID
-			return err
-		}
-		if uid != owner && !privileged {
-			rc = slurmproto.ESlurmUserIDMissing
-			return nil
-		}
+	return m.withOwnedStep(context.Background(), req.StepID, uid, privileged, slurmproto.ESlurmUserIDMissing, func(ctx context.Context, c *stepapi.Conn) uint32 {
 		if err := c.Terminate(ctx); err != nil {
-			rc = slurmproto.ESlurmdJobNotRunning
+			return slurmproto.ESlurmdJobNotRunning
 		}
-		return nil
+		return 0
 	})
-	if err != nil && rc == 0 {
-		rc = slurmproto.ESlurmInvalidJobID
-	}
-	return rc
 }
 
 // Notify serves REQUEST_JOB_NOTIFY: the message goes to the batch step,

@@ -2,10 +2,9 @@ package jobmgr
 
 import (
 	"context"
-	"os/user"
-	"strconv"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/credverify"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -36,8 +35,8 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 		host = orig.AddrPort.Addr().String()
 	}
 	log.Info("launch task request", "uid", msg.UID, "gid", msg.GID, "host", host, "node_id", nodeID)
-	// srun's tasks call back the address this request came from.
-	msg.Env = overwriteEnv(msg.Env, "SLURM_SRUN_COMM_HOST", host)
+	// srun's tasks call back the address this request came from; the step
+	// manager puts it in SLURM_SRUN_COMM_HOST.
 	msg.OrigAddr = orig
 
 	tasks := 0
@@ -53,7 +52,7 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 	c := msg.Cred
 	msg.UserName = c.PwName
 	if msg.UserName == "" {
-		msg.UserName = uidName(msg.UID)
+		msg.UserName = proc.UserName(msg.UID)
 	}
 	if len(c.Gids) > 0 {
 		msg.Gids = c.Gids
@@ -98,27 +97,4 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 		m.terminateSteps(ctx, msg.StepID.JobID)
 	}
 	return 0
-}
-
-// overwriteEnv is env_array_overwrite.
-func overwriteEnv(env []string, name, value string) []string {
-	p := name + "="
-	for i, e := range env {
-		if len(e) >= len(p) && e[:len(p)] == p {
-			env[i] = p + value
-			return env
-		}
-	}
-	return append(env, p+value)
-}
-
-// uidName is uid_to_string: "root", the passwd name, else "nobody".
-func uidName(uid uint32) string {
-	if uid == 0 {
-		return "root"
-	}
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
-		return u.Username
-	}
-	return "nobody"
 }

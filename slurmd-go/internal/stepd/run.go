@@ -210,6 +210,17 @@ func (s *Step) prioProcess() *int {
 	return &prio
 }
 
+// propagate is which limits slurm.conf's PropagateResourceLimits passes
+// on (all of them when the setting cannot be parsed, as its default).
+func (s *Step) propagate() map[string]bool {
+	prop, err := proc.ParsePropagate(s.spec.PropagateResourceLimits, s.spec.PropagateResourceLimitsExcept)
+	if err != nil {
+		s.log.Error("bad PropagateResourceLimits", "error", err)
+		prop, _ = proc.ParsePropagate("", "")
+	}
+	return prop
+}
+
 // umaskFromEnv is set_umask's value: SLURM_UMASK in octal (strtol), -1
 // when absent.
 func (s *Step) umaskFromEnv() int {
@@ -273,11 +284,6 @@ func (s *Step) taskConfig(pid, umask int, nice *int) taskConfig {
 	} else {
 		argv[0] = s.script
 	}
-	prop, err := proc.ParsePropagate(s.spec.PropagateResourceLimits, s.spec.PropagateResourceLimitsExcept)
-	if err != nil {
-		s.log.Error("bad PropagateResourceLimits", "error", err)
-		prop, _ = proc.ParsePropagate("", "")
-	}
 	env := BatchTaskEnv(s.env, TaskEnvConfig{
 		ConfFile:       s.spec.ConfFile,
 		CPUsOnNode:     s.cpus,
@@ -296,7 +302,7 @@ func (s *Step) taskConfig(pid, umask int, nice *int) taskConfig {
 		Mode: modeJob, NodeName: s.spec.NodeName, JobID: s.id.JobID,
 		UID: s.uid, GID: s.gid, Groups: s.gids,
 		Cwd: s.cwd, Argv: argv, Env: env,
-		Umask: umask, Nice: nice, Propagate: prop,
+		Umask: umask, Nice: nice, Propagate: s.propagate(),
 		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
 		TaskProlog: s.spec.TaskProlog,
 	}
@@ -312,11 +318,17 @@ func (s *Step) taskEpilog() {
 	env := append(Env(nil), s.env...)
 	env.Setenvf("SLURM_SCRIPT_CONTEXT", "epilog_task")
 	env.Setenvf("SLURMD_NODENAME", s.spec.NodeName)
-	st, err := s.runAsUser(s.spec.TaskEpilog, env)
+	s.runEpilogScript(s.spec.TaskEpilog, "--task-epilog", env)
+}
+
+// runEpilogScript runs a task epilog as the user and reports its failure
+// on the job's stderr with failure as stock names it.
+func (s *Step) runEpilogScript(path, failure string, env Env) {
+	st, err := s.runAsUser(path, env)
 	if err != nil {
-		s.errorLine("executing slurm task_epilog: %s", strerror(err))
+		s.errorLine("executing %s: %s", path, strerror(err))
 	} else if st != 0 {
-		s.errorLine("--task-epilog failed status=%d", st)
+		s.errorLine("%s failed status=%d", failure, st)
 	}
 }
 

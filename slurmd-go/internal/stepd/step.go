@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -149,7 +148,7 @@ func (s *Step) fromCred() {
 	c := s.msg.Cred
 	s.userName = slurmproto.CString(c.PwName)
 	if s.userName == "" {
-		s.userName = uidToString(s.uid)
+		s.userName = proc.UserName(s.uid)
 	}
 	s.pwGecos, s.pwDir, s.pwShell = slurmproto.CString(c.PwGecos), slurmproto.CString(c.PwDir), slurmproto.CString(c.PwShell)
 	s.gids, s.grNames = c.Gids, c.GrNames
@@ -171,17 +170,6 @@ func (s *Step) fromCred() {
 	if s.jobMemMiB == 0 {
 		s.jobMemMiB, s.stepMemMiB = s.msg.JobMem, s.msg.JobMem
 	}
-}
-
-// uidToString is uid_to_string: "root" for 0, the passwd name, else "nobody".
-func uidToString(uid uint32) string {
-	if uid == 0 {
-		return "root"
-	}
-	if u, err := user.LookupId(fmt.Sprint(uid)); err == nil {
-		return u.Username
-	}
-	return "nobody"
 }
 
 // fileNames expands the stdio patterns.

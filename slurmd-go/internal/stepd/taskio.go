@@ -244,9 +244,6 @@ func (s *Step) stdioNames(t *stepTask) (in, out, errName string) {
 	return expand(m.IFName), expand(m.OFName), expand(m.EFName)
 }
 
-// afterFork closes the task ends of the pipes in this process.
-func (s *Step) afterFork() {}
-
 // taskStdio hands task i its three files (closed by forkTasks after fork).
 func (s *Step) taskStdio(i int) ([3]*os.File, error) {
 	f := s.sio.child[i]

@@ -94,7 +94,7 @@ func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, e
 	s.log = log.With("job_id", m.StepID.JobID, "step_id", m.StepID.StepID)
 	s.userName = slurmproto.CString(m.UserName)
 	if s.userName == "" {
-		s.userName = uidToString(s.uid)
+		s.userName = proc.UserName(s.uid)
 	}
 	if c := m.Cred; c != nil {
 		s.pwGecos, s.pwDir, s.pwShell = slurmproto.CString(c.PwGecos), slurmproto.CString(c.PwDir), slurmproto.CString(c.PwShell)
@@ -113,6 +113,11 @@ func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, e
 		return nil, failSetup(slurmproto.ESlurmdSetupEnvironmentError, "stepd: no tasks to launch on node %d", nodeID)
 	}
 	s.env = Env(append([]string(nil), m.Env...))
+	// req.c: SLURM_SRUN_COMM_HOST is the address the launch came from
+	// (orig_addr, filled in by slurmd-go).
+	if m.OrigAddr.AddrPort.IsValid() {
+		s.env.Overwrite("SLURM_SRUN_COMM_HOST", m.OrigAddr.AddrPort.Addr().String())
+	}
 	// mpi_process_env: "none" is not left in the tasks' environment.
 	if v, ok := s.env.Get("SLURM_MPI_TYPE"); ok && v == "none" {
 		s.env.Unset("SLURM_MPI_TYPE")
@@ -258,7 +263,6 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		}(t, exitCh)
 		s.log.Debug("task started", "task", t.gtid, "pid", pid)
 	}
-	s.afterFork()
 	return 0, exits
 }
 
@@ -289,11 +293,6 @@ func (s *Step) killStarted() {
 // stepTaskConfig is what the task helper needs for one task.
 func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig {
 	m := s.launch
-	prop, err := proc.ParsePropagate(s.spec.PropagateResourceLimits, s.spec.PropagateResourceLimitsExcept)
-	if err != nil {
-		s.log.Error("bad PropagateResourceLimits", "error", err)
-		prop, _ = proc.ParsePropagate("", "")
-	}
 	argv := append([]string(nil), m.Argv...)
 	if m.Flags&slurmproto.LaunchMultiProg != 0 {
 		argv = multiProgArgv(argv, t.gtid)
@@ -301,16 +300,15 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 	env := s.taskEnv(t, pid)
 	if len(argv) > 0 {
 		argv[0] = resolvePath(argv[0], env, s.cwd)
-	}
-	t.argv0 = ""
-	if len(argv) > 0 {
-		t.argv0 = argv[0]
+		s.mu.Lock()
+		t.argv0 = argv[0] // for sattach's reply
+		s.mu.Unlock()
 	}
 	return taskConfig{
 		Mode: modeJob, NodeName: s.spec.NodeName, JobID: s.id.JobID,
 		UID: s.uid, GID: s.gid, Groups: s.gids,
 		Cwd: s.cwd, Argv: argv, Env: env,
-		Umask: umask, Nice: nice, Propagate: prop,
+		Umask: umask, Nice: nice, Propagate: s.propagate(),
 		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
 		TaskProlog: s.spec.TaskProlog, NoTmpdir: t.ltid != 0,
 		UserTaskProlog: slurmproto.CString(m.TaskProlog),
@@ -610,19 +608,11 @@ func (s *Step) stepTaskEpilogs(t *stepTask) {
 	env := Env(s.taskEnv(t, 0))
 	env.Setenvf("SLURM_SCRIPT_CONTEXT", "epilog_task")
 	env.Setenvf("SLURMD_NODENAME", s.spec.NodeName)
-	run := func(path, failure string) {
-		st, err := s.runAsUser(path, env)
-		if err != nil {
-			s.errorLine("executing %s: %s", path, strerror(err))
-		} else if st != 0 {
-			s.errorLine("%s failed status=%d", failure, st)
-		}
-	}
 	if user != "" {
-		run(user, "TaskEpilog")
+		s.runEpilogScript(user, "TaskEpilog", env)
 	}
 	if s.spec.TaskEpilog != "" {
-		run(s.spec.TaskEpilog, "--task-epilog")
+		s.runEpilogScript(s.spec.TaskEpilog, "--task-epilog", env)
 	}
 }
 
