@@ -238,11 +238,16 @@ func TestServer_DescriptorExhaustion(t *testing.T) {
 		restore()
 		wantCap := int64(max(minMaxConns, int(soft)-fdReserve))
 		h := spawnClients(t, s.Addr().String(), 2*int(wantCap))
-		h.expect(t, "dialed")
-		waitFor(t, "refusals at the cap", func() bool {
-			st := s.Stats()
-			return st.Open == wantCap && st.Refused+uint64(st.Open) == 2*uint64(wantCap)
-		})
+		if n := h.expect(t, "dialed"); n != 2*int(wantCap) {
+			t.Fatalf("helper dialed %d of %d", n, 2*wantCap)
+		}
+		deadline := time.Now().Add(testWait)
+		for st := s.Stats(); st.Open != wantCap || st.Refused+uint64(st.Open) != 2*uint64(wantCap); st = s.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("want %d open and %d refused: %+v", wantCap, wantCap, st)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
 		if st := s.Stats(); st.Restarts != 0 {
 			t.Fatalf("engine restarted: %+v", st)
 		}

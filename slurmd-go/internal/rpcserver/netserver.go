@@ -165,7 +165,7 @@ func (s *NetServer) acceptLoop(ln net.Listener, p *pool) {
 		backoff = 0
 		s.stats.accepted.Add(1)
 		s.mu.Lock()
-		if s.shutdown || (s.maxConns > 0 && s.stats.open.Load() >= s.maxConns) {
+		if s.shutdown || !s.stats.admit(s.maxConns) {
 			s.mu.Unlock()
 			s.stats.refused.Add(1)
 			_ = c.Close()
@@ -173,7 +173,6 @@ func (s *NetServer) acceptLoop(ln net.Listener, p *pool) {
 		}
 		st := &netConnSt{}
 		s.conns[c] = st
-		s.stats.open.Add(1)
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serveConn(c, st, p)

@@ -105,8 +105,7 @@ type Config struct {
 	// runs the Prolog needs several MessageTimeouts.
 	HandlerTimeout time.Duration
 	// MaxConns caps open connections; connections over the cap are closed right after accept
-	// (Stats.Refused). The check is not atomic across event loops: Server may overshoot by up
-	// to Loops-1. 0 derives it from RLIMIT_NOFILE at Start (soft limit − 256, at least
+	// (Stats.Refused). 0 derives it from RLIMIT_NOFILE at Start (soft limit − 256, at least
 	// 64) so that the server cannot exhaust the daemon's descriptors; < 0 disables the cap.
 	MaxConns int
 	// Logger is the parent logger (default: a null logger); the server logs as Named("rpcserver").
@@ -233,6 +232,20 @@ type counters struct {
 	open, inFlight, queued                                          atomic.Int64
 	accepted, refused, frames, rejected, oversize, timeouts, panics atomic.Uint64
 	restarts                                                        atomic.Uint64
+}
+
+// admit counts a new connection unless the cap (max > 0) is reached. The compare-and-swap
+// keeps the cap exact when several event loops open connections at once.
+func (c *counters) admit(max int64) bool {
+	for {
+		n := c.open.Load()
+		if max > 0 && n >= max {
+			return false
+		}
+		if c.open.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 func (c *counters) snapshot() Stats {

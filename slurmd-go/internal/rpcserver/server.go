@@ -395,7 +395,7 @@ func (h *handler) loop(el gnet.EventLoop) *loopState {
 func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s := h.s
 	s.stats.accepted.Add(1)
-	if s.stopping.Load() || (s.maxConns > 0 && s.stats.open.Load() >= s.maxConns) {
+	if s.stopping.Load() || !s.stats.admit(s.maxConns) {
 		s.stats.refused.Add(1)
 		if s.log.IsDebug() {
 			s.log.Debug("connection refused", "peer", c.RemoteAddr(), "shutting_down", s.stopping.Load())
@@ -411,7 +411,6 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	ls.push(&ls.reading, st)
 	c.SetContext(st)
-	s.stats.open.Add(1)
 	return nil, gnet.None
 }
 
