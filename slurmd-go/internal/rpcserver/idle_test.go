@@ -237,6 +237,9 @@ func TestServer_DescriptorExhaustion(t *testing.T) {
 		s := start(t, k, Config{ConnTimeout: time.Minute}, echo()) // MaxConns derived at Start
 		restore()
 		wantCap := int64(max(minMaxConns, int(soft)-fdReserve))
+		// The cap was derived from the lowered limit; the test itself must not run out of
+		// descriptors whatever limit the machine it runs on started with.
+		raiseNofile(t, int(soft)+3*int(wantCap))
 		h := spawnClients(t, s.Addr().String(), 2*int(wantCap))
 		if n := h.expect(t, "dialed"); n != 2*int(wantCap) {
 			t.Fatalf("helper dialed %d of %d", n, 2*wantCap)
@@ -259,4 +262,36 @@ func TestServer_DescriptorExhaustion(t *testing.T) {
 			t.Fatalf("got %q", got)
 		}
 	})
+}
+
+// TestServer_CapExactAcrossLoops: many event loops opening connections at once never push
+// Open past MaxConns.
+func TestServer_CapExactAcrossLoops(t *testing.T) {
+	const maxConns, dials = 16, 400
+	s := start(t, kinds[0], Config{ConnTimeout: time.Minute, MaxConns: maxConns, Loops: 8}, echo())
+	var wg sync.WaitGroup
+	conns := make(chan net.Conn, dials)
+	for range dials {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c, err := net.DialTimeout("tcp", s.Addr().String(), testIO); err == nil {
+				conns <- c
+			}
+		}()
+	}
+	wg.Wait()
+	close(conns)
+	defer func() {
+		for c := range conns {
+			_ = c.Close()
+		}
+	}()
+	waitFor(t, "every dial accepted or refused", func() bool {
+		st := s.Stats()
+		return st.Open+int64(st.Refused) == dials || st.Open > maxConns
+	})
+	if st := s.Stats(); st.Open != maxConns {
+		t.Fatalf("Open = %d, want exactly MaxConns %d: %+v", st.Open, maxConns, st)
+	}
 }
