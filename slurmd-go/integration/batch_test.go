@@ -83,7 +83,13 @@ const (
 	// Marker files in a job's working directory read by the Prolog/Epilog below.
 	markRecordProlog = "record-prolog" // prolog writes prolog.<jobid>.env
 	markRecordEpilog = "record-epilog" // epilog writes epilog.<jobid>.env and .procs
-	markFailProlog   = "fail-prolog"   // prolog exits 1
+	// markFailProlog: the prolog exits 1 after a second. With PrologFlags=Alloc slurmctld
+	// sends the batch launch beside REQUEST_LAUNCH_PROLOG; the second makes it arrive while
+	// the Prolog runs, on either daemon. One that arrives after the failure finds the
+	// credential revoked and is refused by stock and slurmd-go alike, and slurmctld then
+	// records ExitCode 1:0 instead of 0:0: a race between slurmctld's two messages that
+	// CI once lost with a Prolog that failed in 44 ms.
+	markFailProlog = "fail-prolog"
 )
 
 // batchProlog and batchEpilog run as root under /bin/sh with only slurmd's
@@ -94,7 +100,7 @@ const (
 	batchProlog = `#!/bin/sh
 d="$SLURM_JOB_WORK_DIR"
 if [ -e "$d/` + markRecordProlog + `" ]; then /usr/bin/env -0 > "$d/prolog.$SLURM_JOB_ID.env"; fi
-if [ -e "$d/` + markFailProlog + `" ]; then exit 1; fi
+if [ -e "$d/` + markFailProlog + `" ]; then /bin/sleep 1; exit 1; fi
 exit 0
 `
 	batchEpilog = `#!/bin/sh
