@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
 
@@ -234,6 +235,11 @@ func (e *Env) stepRSS(t *Target) (res *results.StepRSS, err error) {
 	s := slices.Clone(r.SamplesKB)
 	slices.Sort(s)
 	r.RSSMedianKB = s[len(s)/2]
+	if m, err := procstat.ReadMem(pid); err == nil {
+		r.Mem = &m
+	} else {
+		return nil, fmt.Errorf("step manager %d (%s) of job %s: %w", pid, cmdline, id, err)
+	}
 	e.Logf("  %s: job %s step manager pid %d (%s): VmRSS median %d KiB, %d threads", t.Name, id, pid, cmdline, r.RSSMedianKB, r.Threads)
 	return r, nil
 }

@@ -129,7 +129,13 @@ func (i idle) Run(env *Env) error {
 		return env.Ctx.Err()
 	}
 	for k, t := range env.Targets {
-		env.Res.Idle = append(env.Res.Idle, results.Idle{Target: t.Name, When: i.when, Series: ss[k].Stop()})
+		idle := results.Idle{Target: t.Name, When: i.when, Series: ss[k].Stop()}
+		if m, err := procstat.ReadMem(t.PID); err == nil {
+			idle.Mem = &m
+		} else {
+			env.Logf("  %s: no memory breakdown: %v", t.Name, err)
+		}
+		env.Res.Idle = append(env.Res.Idle, idle)
 	}
 	return nil
 }

@@ -3,9 +3,11 @@ package report
 import (
 	"fmt"
 	"math"
+	"path"
 	"sort"
 	"strings"
 
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
 
@@ -371,7 +373,36 @@ func idleSection(r *results.Results, _ string) string {
 		}
 		t.add(row...)
 	}
-	return "Median over the sample window, no load. The Go daemons' RSS after the load includes heap the Go runtime keeps for reuse.\n\n" + t.String()
+	out := "Median over the sample window, no load. The Go daemons' RSS after the load includes heap the Go runtime keeps for reuse.\n\n" + t.String()
+	m := table{head: memHead("target")}
+	for _, n := range r.TargetNames() {
+		if i := r.IdleFor(n, "start"); i != nil && i.Mem != nil {
+			m.add(append([]string{n}, memRow(i.Mem)...)...)
+		}
+	}
+	if len(m.rows) > 0 {
+		out += "\nWhat the RSS after registration is made of (`/proc/<pid>/smaps` at the end of the window): " + memNote + "\n\n" + m.String()
+	}
+	return out
+}
+
+// memNote explains the breakdown columns of memHead.
+const memNote = "*anonymous* is heap, stacks and runtime metadata, the process's own; *file-backed* is pages of the executable and its libraries mapped from the page cache, shared with every process that maps the same file and reclaimable by the kernel; *PSS* divides shared pages among their sharers; *private* is what no other process maps."
+
+func memHead(first string) []string {
+	return []string{first, "RSS MiB", "anonymous MiB", "file-backed MiB", "largest files: resident / mapped MiB", "PSS MiB", "private MiB"}
+}
+
+func memRow(m *procstat.Mem) []string {
+	var files []string
+	for _, f := range m.Files {
+		if len(files) == 3 {
+			break
+		}
+		files = append(files, fmt.Sprintf("`%s` %.1f / %.1f", path.Base(f.Path), mib(f.RSSKB), mib(f.SizeKB)))
+	}
+	return []string{fmt.Sprintf("%.1f", mib(m.RSSKB)), fmt.Sprintf("%.1f", mib(m.AnonKB)), fmt.Sprintf("%.1f", mib(m.FileKB)),
+		strings.Join(files, ", "), fmt.Sprintf("%.1f", mib(m.PSSKB)), fmt.Sprintf("%.1f", mib(m.PrivateKB))}
 }
 
 func mungeSection(r *results.Results, plots string) string {
@@ -473,6 +504,15 @@ func jobsSection(r *results.Results, _ string) string {
 	}
 	b.WriteString("\nStep-manager memory: one batch job of `sleep` per daemon; VmRSS of its step manager process (found by walking up from the job's process), sampled while idle.\n\n")
 	b.WriteString(t.String())
+	m := table{head: memHead("target")}
+	for _, s := range r.StepMg {
+		if s.Mem != nil {
+			m.add(append([]string{s.Target}, memRow(s.Mem)...)...)
+		}
+	}
+	if len(m.rows) > 0 {
+		b.WriteString("\nWhat a step manager's RSS is made of (`/proc/<pid>/smaps` after the samples): " + memNote + "\n\n" + m.String())
+	}
 	return b.String()
 }
 

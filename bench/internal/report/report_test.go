@@ -189,6 +189,31 @@ func TestSrunSection(t *testing.T) {
 	}
 }
 
+func TestMemBreakdown(t *testing.T) {
+	r := synthetic()
+	for i := range r.Idle {
+		if r.Idle[i].When == "start" && (r.Idle[i].Target == results.TargetGo || r.Idle[i].Target == results.TargetStock) {
+			anon := int64(1024)
+			if r.Idle[i].Target == results.TargetGo {
+				anon = 3072
+			}
+			r.Idle[i].Mem = &procstat.Mem{RSSKB: anon + 2048, AnonKB: anon, FileKB: 2048, PSSKB: anon + 1024, PrivateKB: anon,
+				Files: []procstat.FileRSS{{Path: "/usr/sbin/d", RSSKB: 1536, SizeKB: 4096}, {Path: "/usr/lib/libc.so.6", RSSKB: 512, SizeKB: 2048}}}
+		}
+	}
+	s := idleSection(r, "")
+	for _, want := range []string{"| slurmd-go | 5.0 | 3.0 | 2.0 | `d` 1.5 / 4.0, `libc.so.6` 0.5 / 2.0 | 4.0 | 3.0 |", "| stock | 3.0 | 1.0 | 2.0 |"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("idle section lacks %q:\n%s", want, s)
+		}
+	}
+	for _, v := range Verdicts(r) {
+		if v.Target == "Idle daemon memory ≤ stock's" && !strings.Contains(v.Measured, "anonymous 3.0 vs 1.0 MiB (3.00×), file-backed 2.0 vs 2.0 MiB (1.00×)") {
+			t.Errorf("verdict: %s", v.Measured)
+		}
+	}
+}
+
 func TestRender_SplicesRFC(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "results", "latest")

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
 
@@ -110,8 +111,8 @@ func Verdicts(r *results.Results) []Verdict {
 		v = append(v, Verdict{"Idle daemon memory ≤ stock's", "", NoData})
 	} else {
 		v = append(v, Verdict{"Idle daemon memory ≤ stock's",
-			fmt.Sprintf("RSS after registration: slurmd-go %.1f MiB, stock %.1f MiB (%s)", mib(ig.Series.RSSMedianKB), mib(is.Series.RSSMedianKB),
-				ratio(float64(ig.Series.RSSMedianKB), float64(is.Series.RSSMedianKB))),
+			fmt.Sprintf("RSS after registration: slurmd-go %.1f MiB, stock %.1f MiB (%s)%s", mib(ig.Series.RSSMedianKB), mib(is.Series.RSSMedianKB),
+				ratio(float64(ig.Series.RSSMedianKB), float64(is.Series.RSSMedianKB)), memSplit(ig.Mem, is.Mem)),
 			judge(ig.Series.RSSMedianKB <= is.Series.RSSMedianKB)})
 	}
 	v = append(v, stepdVerdict(r))
@@ -156,8 +157,8 @@ func stepdVerdict(r *results.Results) Verdict {
 	if g == nil || s == nil || g.RSSMedianKB <= 0 || s.RSSMedianKB <= 0 {
 		return pending(r, "stepd-rss", target)
 	}
-	return Verdict{target, fmt.Sprintf("VmRSS of a batch job's step manager, idle: slurmd-go %.1f MiB, stock %.1f MiB (%s)",
-		mib(g.RSSMedianKB), mib(s.RSSMedianKB), ratio(float64(g.RSSMedianKB), float64(s.RSSMedianKB))),
+	return Verdict{target, fmt.Sprintf("VmRSS of a batch job's step manager, idle: slurmd-go %.1f MiB, stock %.1f MiB (%s)%s",
+		mib(g.RSSMedianKB), mib(s.RSSMedianKB), ratio(float64(g.RSSMedianKB), float64(s.RSSMedianKB)), memSplit(g.Mem, s.Mem)),
 		judge(g.RSSMedianKB <= s.RSSMedianKB)}
 }
 
@@ -176,4 +177,15 @@ func pending(r *results.Results, name, target string) Verdict {
 		return Verdict{target, "scenario " + name + ": " + s.Status + " (see its section)", NoData}
 	}
 	return Verdict{target, "scenario " + name + " did not run", NotMeasured}
+}
+
+// memSplit names the anonymous and file-backed parts of both RSS figures ("" without both
+// breakdowns).
+func memSplit(g, s *procstat.Mem) string {
+	if g == nil || s == nil {
+		return ""
+	}
+	return fmt.Sprintf("; anonymous %.1f vs %.1f MiB (%s), file-backed %.1f vs %.1f MiB (%s)",
+		mib(g.AnonKB), mib(s.AnonKB), ratio(float64(g.AnonKB), float64(s.AnonKB)),
+		mib(g.FileKB), mib(s.FileKB), ratio(float64(g.FileKB), float64(s.FileKB)))
 }

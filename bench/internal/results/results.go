@@ -156,6 +156,8 @@ type Idle struct {
 	Target string          `json:"target"`
 	When   string          `json:"when"` // "start" (after registration) or "after-load"
 	Series procstat.Series `json:"series"`
+	// Mem is what the RSS is made of, read once at the end of the window.
+	Mem *procstat.Mem `json:"mem,omitempty"`
 }
 
 // CPU is CPU time used during a run, in seconds: closed loops over the measured window,
@@ -245,6 +247,8 @@ type StepRSS struct {
 	SamplesKB   []int64 `json:"rss_kb_samples"`
 	RSSMedianKB int64   `json:"rss_median_kb"`
 	Threads     int     `json:"threads"`
+	// Mem is what the RSS is made of, read after the samples.
+	Mem *procstat.Mem `json:"mem,omitempty"`
 }
 
 // SrunLaunch is Runs sequential `srun -n1 -N1 -w <node> true` to one daemon, each timed as
