@@ -92,7 +92,7 @@ type Env struct {
 	Profile  Profile
 	Cluster  *launch.Cluster
 	Targets  []*Target
-	Auth     auth.Authenticator // the bench's own libmunge client (private munged)
+	Auth     auth.Authenticator // the bench's own munge client (private munged)
 	Pools    map[slurmproto.MsgType]*flood.Pool
 	Recycled map[slurmproto.MsgType]*flood.Recycled
 	Res      *results.Results

@@ -36,7 +36,7 @@ type mungeRate struct{}
 
 func (mungeRate) Name() string { return "munge-rate" }
 func (mungeRate) Title() string {
-	return "munged encode and decode rate (libmunge from the bench, private munged)"
+	return "munged encode and decode rate (the bench's munge client, private munged)"
 }
 
 func (mungeRate) Run(env *Env) error {

@@ -422,7 +422,7 @@ func mungeSection(r *results.Results, plots string) string {
 			fmt.Sprintf("%.0f", e.MungedCPUUS), fmt.Sprintf("%.0f", d.MungedCPUUS), fmt.Sprintf("%.0f", e.CallerCPUUS), fmt.Sprintf("%.0f", d.CallerCPUUS))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "libmunge calls from the bench process against the bench's private munged (%d threads), each credential decoded once:\n\n", m.Threads)
+	fmt.Fprintf(&b, "munge calls (TiEE's Go client of munged's socket protocol, as the daemon uses) from the bench process against the bench's private munged (%d threads), each credential decoded once:\n\n", m.Threads)
 	b.WriteString(t.String())
 	ce := r.Munge.CredCeiling()
 	fmt.Fprintf(&b, "\n*Modelled* from these measured rates: a daemon that decodes one credential and encodes one per RPC cannot exceed 1 / (1/decode + 1/encode) = **%.0f RPC/s** on this machine while nothing else competes for the cores.", ce)

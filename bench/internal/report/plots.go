@@ -139,7 +139,7 @@ func plotMemory(r *results.Results, dir string) error {
 }
 
 func plotMunge(r *results.Results, dir string) error {
-	p := newPlot("munged encode / decode rate ("+subtitle(r)+")", "concurrent libmunge callers (log)", "credentials/s")
+	p := newPlot("munged encode / decode rate ("+subtitle(r)+")", "concurrent munge callers (log)", "credentials/s")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	if r.Munge != nil {

@@ -95,12 +95,12 @@ type RatePoint struct {
 	Rate        float64 `json:"rate"` // ops/s
 	MeanMs      float64 `json:"mean_ms"`
 	Errors      int     `json:"errors"`
-	// CPU per operation, µs: in munged, and in the calling process (libmunge + cgo).
+	// CPU per operation, µs: in munged, and in the calling process (the munge client).
 	MungedCPUUS float64 `json:"munged_cpu_us"`
 	CallerCPUUS float64 `json:"caller_cpu_us"`
 }
 
-// MungeRates is munged's own encode and decode throughput, measured with libmunge from the
+// MungeRates is munged's own encode and decode throughput, measured with the munge client from the
 // bench process against the private munged.
 type MungeRates struct {
 	Threads   int         `json:"munged_threads"`

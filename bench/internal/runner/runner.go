@@ -38,7 +38,7 @@ const (
 	recycledFrames = 64
 	// fillParallel is the number of concurrent encodes when making credentials.
 	fillParallel = 16
-	// mungeInFlight bounds the bench's own concurrent libmunge calls.
+	// mungeInFlight bounds the bench's own concurrent munge calls.
 	mungeInFlight = 256
 )
 

@@ -14,7 +14,7 @@
 // payload against the exact body bytes (CheckPayload); a sender builds the
 // payload with Payload and encodes it (Authenticator.Encode).
 //
-// Implementations: auth/munge (libmunge via cgo, talks to munged) and
+// Implementations: auth/munge (munged's socket protocol, in Go) and
 // auth/authtest (an in-process fake for unit tests). This package itself is
 // pure Go (stdlib + circl's KangarooTwelve).
 package auth

@@ -1,6 +1,11 @@
-// Package munge implements auth.Authenticator over libmunge (cgo, links
-// -lmunge; build needs libmunge-dev). It is what Slurm's auth/munge and
-// cred/munge plugins do, with the same semantics:
+// Package munge implements auth.Authenticator by speaking munged's socket
+// protocol (version 4, munge 0.5.x) from Go: one unix-socket connection per
+// encode or decode, as libmunge makes, but waited for on Go's netpoller. A
+// daemon serving thousands of RPCs a second through libmunge spent a sixth
+// of its CPU in the Go runtime's hand-offs around blocking C calls (sysmon
+// retaking Ps, waking threads) and kept ~75 threads; see rfc/0001 §4. It is
+// what Slurm's auth/munge and cred/munge plugins do, with the same
+// semantics:
 //
 //   - Encode sets MUNGE_OPT_UID_RESTRICTION unless the restriction is
 //     auth.UIDAny, and MUNGE_OPT_TTL when Options.TTL is set.
@@ -18,12 +23,11 @@
 // after that reports EMUNGE_CRED_REPLAYED while still returning its
 // uid/gid/payload; a failed (unauthorized) decode does not consume it.
 //
-// Every call uses a fresh munge context (contexts are not thread-safe), so
-// a Munge is safe for concurrent use. libmunge cannot be cancelled: see
-// Munge for how ctx and the bounded wait interact.
+// A Munge is safe for concurrent use; see Munge for how ctx and libmunge's
+// bounded waits interact.
 //
-// Files: options.go (Options, Error, code table; pure Go), munge.go (the
-// cgo implementation), munge_nocgo.go (CGO_ENABLED=0: New fails with
-// auth.ErrUnavailable, so callers still compile). The munged tests and
-// benchmarks are cgo-only and start munged via scripts/ensure-munged.sh.
+// Files: wire.go (the protocol's messages), munge.go (transactions, retries,
+// Encode, Decode), options.go (Options, Error, code table). The tests run
+// against a real munged (scripts/ensure-munged.sh) and cross-check with the
+// munge and unmunge commands, which use libmunge.
 package munge

@@ -1,119 +1,36 @@
-//go:build cgo
-
 package munge
-
-/*
-#cgo LDFLAGS: -lmunge
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <munge.h>
-
-// One cgo crossing per operation: create a context, set the options, run
-// the call, keep munge's message, destroy the context. munge_ctx_set/get are
-// variadic, which cgo cannot call directly.
-
-typedef struct {
-	munge_err_t err;
-	char *cred;      // encode: malloc'd by libmunge, freed by Go
-	void *buf;       // decode: malloc'd by libmunge (also on some errors)
-	int len;
-	uid_t uid;
-	gid_t gid;
-	long long encoded, decoded; // on expired/rewound/replayed
-	char msg[256];
-} tiee_munge_result;
-
-static void tiee_set_msg(tiee_munge_result *r, munge_ctx_t ctx) {
-	const char *m = ctx ? munge_ctx_strerror(ctx) : NULL;
-	if (m == NULL)
-		m = munge_strerror(r->err);
-	snprintf(r->msg, sizeof(r->msg), "%s", m ? m : "unknown munge error");
-}
-
-static munge_ctx_t tiee_ctx(const char *sock, tiee_munge_result *r) {
-	munge_ctx_t ctx = munge_ctx_create();
-	if (ctx == NULL) {
-		r->err = EMUNGE_NO_MEMORY;
-		tiee_set_msg(r, NULL);
-		return NULL;
-	}
-	if (sock != NULL) {
-		r->err = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, sock);
-		if (r->err != EMUNGE_SUCCESS) {
-			tiee_set_msg(r, ctx);
-			munge_ctx_destroy(ctx);
-			return NULL;
-		}
-	}
-	return ctx;
-}
-
-static void tiee_encode(const char *sock, const void *payload, int len,
-			int restrict_uid, unsigned int uid, int ttl,
-			tiee_munge_result *r) {
-	munge_ctx_t ctx = tiee_ctx(sock, r);
-	if (ctx == NULL)
-		return;
-	if (restrict_uid)
-		r->err = munge_ctx_set(ctx, MUNGE_OPT_UID_RESTRICTION, (uid_t) uid);
-	if (r->err == EMUNGE_SUCCESS && ttl != 0)
-		r->err = munge_ctx_set(ctx, MUNGE_OPT_TTL, ttl);
-	if (r->err == EMUNGE_SUCCESS)
-		r->err = munge_encode(&r->cred, ctx, payload, len);
-	if (r->err != EMUNGE_SUCCESS)
-		tiee_set_msg(r, ctx);
-	munge_ctx_destroy(ctx);
-}
-
-static void tiee_decode(const char *sock, const char *cred,
-			tiee_munge_result *r) {
-	munge_ctx_t ctx = tiee_ctx(sock, r);
-	if (ctx == NULL)
-		return;
-	r->err = munge_decode(cred, ctx, &r->buf, &r->len, &r->uid, &r->gid);
-	if (r->err != EMUNGE_SUCCESS) {
-		time_t t;
-		tiee_set_msg(r, ctx);
-		if (munge_ctx_get(ctx, MUNGE_OPT_ENCODE_TIME, &t) == EMUNGE_SUCCESS)
-			r->encoded = (long long) t;
-		if (munge_ctx_get(ctx, MUNGE_OPT_DECODE_TIME, &t) == EMUNGE_SUCCESS)
-			r->decoded = (long long) t;
-	}
-	munge_ctx_destroy(ctx);
-}
-*/
-import "C"
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 )
 
-// Munge is an auth.Authenticator over libmunge. It is safe for concurrent
-// use: every call creates its own munge context (contexts are not
-// thread-safe) and holds no lock while munged works.
+// Munge is an auth.Authenticator that speaks munged's socket protocol
+// (wire.go) from Go, so a call waiting for munged parks a goroutine on the
+// netpoller instead of holding an OS thread in a C call. It is safe for
+// concurrent use.
 //
-// Waiting: libmunge has no cancellation. A call that has started runs to
-// completion in its own goroutine; libmunge bounds it (10 connect attempts
-// with 50 ms linear back-off, a 2 s timeout per socket read/write, 5
-// transaction attempts), and EMUNGE_SOCKET is retried here every 100 ms up
-// to 20 times, like Slurm. Encode and Decode return as soon as ctx is done,
-// abandoning such a call: its result is freed and discarded, and its
-// MaxInFlight slot is held until it really ends. Note that an abandoned
-// Decode may still have entered the credential into munged's replay cache.
+// Waiting follows libmunge: up to 10 connect attempts with 50 ms linear
+// back-off while munged's listen queue is full, a 2 s bound on sending the
+// request and on receiving the response, and 5 transaction attempts with
+// 10 ms linear back-off (the header's retry count tells munged not to take
+// a retried decode for a replay). On top of that EMUNGE_SOCKET is retried
+// every 100 ms up to 20 times, like Slurm. Every wait also ends when ctx is
+// done. Note that an abandoned Decode may still have entered the credential
+// into munged's replay cache.
 type Munge struct {
-	socket      []byte // NUL-terminated, passed to C on each call
 	socketName  string
 	ttl         int
 	allowReplay bool
@@ -123,30 +40,6 @@ type Munge struct {
 
 var _ auth.Authenticator = (*Munge)(nil)
 
-// The plain munge_err_t numbers in options.go must be munge.h's: any
-// difference makes this sum of squares positive and the uint negative,
-// which does not compile.
-const _ uint = -((eSuccess-C.EMUNGE_SUCCESS)*(eSuccess-C.EMUNGE_SUCCESS) +
-	(eSnafu-C.EMUNGE_SNAFU)*(eSnafu-C.EMUNGE_SNAFU) +
-	(eBadArg-C.EMUNGE_BAD_ARG)*(eBadArg-C.EMUNGE_BAD_ARG) +
-	(eBadLength-C.EMUNGE_BAD_LENGTH)*(eBadLength-C.EMUNGE_BAD_LENGTH) +
-	(eOverflow-C.EMUNGE_OVERFLOW)*(eOverflow-C.EMUNGE_OVERFLOW) +
-	(eNoMemory-C.EMUNGE_NO_MEMORY)*(eNoMemory-C.EMUNGE_NO_MEMORY) +
-	(eSocket-C.EMUNGE_SOCKET)*(eSocket-C.EMUNGE_SOCKET) +
-	(eTimeout-C.EMUNGE_TIMEOUT)*(eTimeout-C.EMUNGE_TIMEOUT) +
-	(eBadCred-C.EMUNGE_BAD_CRED)*(eBadCred-C.EMUNGE_BAD_CRED) +
-	(eBadVersion-C.EMUNGE_BAD_VERSION)*(eBadVersion-C.EMUNGE_BAD_VERSION) +
-	(eBadCipher-C.EMUNGE_BAD_CIPHER)*(eBadCipher-C.EMUNGE_BAD_CIPHER) +
-	(eBadMAC-C.EMUNGE_BAD_MAC)*(eBadMAC-C.EMUNGE_BAD_MAC) +
-	(eBadZip-C.EMUNGE_BAD_ZIP)*(eBadZip-C.EMUNGE_BAD_ZIP) +
-	(eBadRealm-C.EMUNGE_BAD_REALM)*(eBadRealm-C.EMUNGE_BAD_REALM) +
-	(eCredInvalid-C.EMUNGE_CRED_INVALID)*(eCredInvalid-C.EMUNGE_CRED_INVALID) +
-	(eCredExpired-C.EMUNGE_CRED_EXPIRED)*(eCredExpired-C.EMUNGE_CRED_EXPIRED) +
-	(eCredRewound-C.EMUNGE_CRED_REWOUND)*(eCredRewound-C.EMUNGE_CRED_REWOUND) +
-	(eCredReplayed-C.EMUNGE_CRED_REPLAYED)*(eCredReplayed-C.EMUNGE_CRED_REPLAYED) +
-	(eCredUnauthorized-C.EMUNGE_CRED_UNAUTHORIZED)*(eCredUnauthorized-C.EMUNGE_CRED_UNAUTHORIZED))
-
-// New returns a Munge. It does not contact munged; see SelfCheck.
 // New returns a Munge. It does not contact munged; call SelfCheck at
 // daemon start for that.
 func New(o Options) (*Munge, error) {
@@ -155,7 +48,6 @@ func New(o Options) (*Munge, error) {
 		return nil, err
 	}
 	return &Munge{
-		socket:      append([]byte(o.Socket), 0),
 		socketName:  o.Socket,
 		ttl:         o.TTL,
 		allowReplay: o.AllowReplay,
@@ -182,7 +74,13 @@ func (m *Munge) Encode(ctx context.Context, payload []byte, restrictUID uint32) 
 	if len(payload) > math.MaxInt32 {
 		return "", &Error{Op: "encode", Code: eBadLength, Msg: "payload over 2 GiB", Err: auth.ErrInvalid}
 	}
-	r, err := m.call(ctx, "encode", func() result { return m.encode(payload, restrictUID) })
+	authUID := uint32(uidAny)
+	if restrictUID != auth.UIDAny {
+		authUID = restrictUID
+	}
+	r, err := m.call(ctx, "encode", func(retry uint8) []byte {
+		return encodeRequest(retry, payload, m.ttl, authUID)
+	}, msgEncRsp, encodeResponse)
 	if err != nil {
 		return "", err
 	}
@@ -198,7 +96,12 @@ func (m *Munge) Decode(ctx context.Context, cred string) (auth.Credential, error
 		return auth.Credential{}, &Error{Op: "decode", Code: eBadCred,
 			Msg: "empty credential or credential with NUL", Err: auth.ErrInvalid}
 	}
-	r, err := m.call(ctx, "decode", func() result { return m.decode(cred) })
+	if len(cred)+5 > maxRequest {
+		return auth.Credential{}, &Error{Op: "decode", Code: eBadLength, Msg: strerror(eBadLength), Err: auth.ErrInvalid}
+	}
+	r, err := m.call(ctx, "decode", func(retry uint8) []byte {
+		return decodeRequest(retry, cred)
+	}, msgDecRsp, decodeResponse)
 	if err != nil {
 		return auth.Credential{}, err
 	}
@@ -206,9 +109,9 @@ func (m *Munge) Decode(ctx context.Context, cred string) (auth.Credential, error
 		Replayed: r.code == eCredReplayed}, nil
 }
 
-// call runs one libmunge operation: bounded by MaxInFlight, retrying
+// call runs one munge operation: bounded by MaxInFlight, retrying
 // EMUNGE_SOCKET like Slurm, returning early when ctx is done.
-func (m *Munge) call(ctx context.Context, op string, f func() result) (result, error) {
+func (m *Munge) call(ctx context.Context, op string, req func(retry uint8) []byte, rspType uint8, parse func([]byte) (result, error)) (result, error) {
 	var last *Error // previous EMUNGE_SOCKET failure, for the ctx error
 	stopped := func(stage string, attempts int) error {
 		if last != nil {
@@ -220,7 +123,7 @@ func (m *Munge) call(ctx context.Context, op string, f func() result) (result, e
 		return result{}, stopped("not started", 0)
 	}
 	for attempt := 0; ; attempt++ {
-		r, stage := m.once(ctx, f)
+		r, stage := m.once(ctx, req, rspType, parse)
 		if stage != "" {
 			return result{}, stopped(stage, attempt)
 		}
@@ -232,8 +135,8 @@ func (m *Munge) call(ctx context.Context, op string, f func() result) (result, e
 		case r.code == eSocket && attempt < socketRetries:
 			// As in Slurm, a Decode retried here is a new transaction for
 			// munged: if the lost one got as far as the replay cache, the
-			// retry reports EMUNGE_CRED_REPLAYED (libmunge's own retries
-			// are exempt, ours are not).
+			// retry reports EMUNGE_CRED_REPLAYED (retries within one
+			// transaction are exempt, these are not).
 			last = m.fail(op, r)
 			m.log.Debug("munged not answering, retrying", "op", op, "attempt", attempt+1, "error", r.msg)
 			t := time.NewTimer(socketRetryPause)
@@ -267,78 +170,149 @@ func (m *Munge) fail(op string, r result) *Error {
 	return &Error{Op: op, Code: r.code, Msg: msg, Err: sentinel(r.code)}
 }
 
-// once runs f in a MaxInFlight slot. With a cancellable ctx, f runs in its
-// own goroutine so the caller can leave when ctx is done; f owns and frees
-// its C memory either way. A non-empty stage says where ctx stopped it.
-func (m *Munge) once(ctx context.Context, f func() result) (result, string) {
+// once runs one transaction in a MaxInFlight slot. A non-empty stage says
+// where ctx stopped it.
+func (m *Munge) once(ctx context.Context, req func(retry uint8) []byte, rspType uint8, parse func([]byte) (result, error)) (result, string) {
 	select {
 	case m.sem <- struct{}{}:
 	case <-ctx.Done():
 		return result{}, "waiting for a slot"
 	}
-	if ctx.Done() == nil {
-		defer func() { <-m.sem }()
-		return f(), ""
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() { <-m.sem }()
-		done <- f()
-	}()
-	select {
-	case r := <-done:
-		return r, ""
-	case <-ctx.Done():
-		return result{}, "abandoned in flight"
-	}
+	defer func() { <-m.sem }()
+	return m.transaction(ctx, req, rspType, parse)
 }
 
-// cbytes returns a pointer C may read for the duration of one call.
-func cbytes(b []byte) unsafe.Pointer {
-	if len(b) == 0 {
-		return nil
-	}
-	return unsafe.Pointer(&b[0])
-}
+// libmunge's bounds on one transaction (munge_defs.h).
+const (
+	connectAttempts    = 10
+	connectRetryPause  = 50 * time.Millisecond
+	xferAttempts       = 5
+	xferRetryPause     = 10 * time.Millisecond
+	socketIOTimeout    = 2 * time.Second
+	stageAbandoned     = "abandoned in flight"
+	stageConnectPaused = "waiting to reconnect"
+)
 
-func (m *Munge) encode(payload []byte, restrictUID uint32) result {
-	var r C.tiee_munge_result
-	restrict := C.int(0)
-	if restrictUID != auth.UIDAny {
-		restrict = 1
-	}
-	C.tiee_encode((*C.char)(cbytes(m.socket)), cbytes(payload), C.int(len(payload)),
-		restrict, C.uint(restrictUID), C.int(m.ttl), &r)
-	out := result{code: int(r.err)}
-	if r.cred != nil {
-		out.cred = C.GoString(r.cred)
-		C.free(unsafe.Pointer(r.cred))
-	}
-	if out.code != eSuccess {
-		out.msg = C.GoString(&r.msg[0])
-	}
-	return out
-}
-
-func (m *Munge) decode(cred string) result {
-	cs := make([]byte, len(cred)+1) // NUL-terminated copy in Go memory
-	copy(cs, cred)
-	var r C.tiee_munge_result
-	C.tiee_decode((*C.char)(cbytes(m.socket)), (*C.char)(cbytes(cs)), &r)
-	out := result{code: int(r.err), uid: uint32(r.uid), gid: uint32(r.gid),
-		encodedAt: int64(r.encoded), decodedAt: int64(r.decoded)}
-	if r.buf != nil {
-		// libmunge allocates the payload on success and also on
-		// expired/rewound/replayed; free it on every path.
-		if r.len > 0 {
-			out.payload = C.GoBytes(r.buf, r.len)
+// transaction is m_msg_client_xfer: connect, send the request, read the
+// response; a failed send or receive is tried again on a new connection
+// with the retry count in the header. A failed connect ends it at once.
+func (m *Munge) transaction(ctx context.Context, req func(retry uint8) []byte, rspType uint8, parse func([]byte) (result, error)) (result, string) {
+	for attempt := 1; ; attempt++ {
+		c, r, stage := m.connect(ctx)
+		if stage != "" || c == nil {
+			return r, stage
 		}
-		C.free(r.buf)
+		r, err := exchange(ctx, c, req(uint8(attempt-1)), rspType, parse)
+		c.Close()
+		if err == nil {
+			if r.msg == "" && r.code != eSuccess {
+				r.msg = strerror(r.code)
+			}
+			return r, ""
+		}
+		if ctx.Err() != nil {
+			return result{}, stageAbandoned
+		}
+		if attempt >= xferAttempts {
+			return result{code: eSocket, msg: err.Error()}, ""
+		}
+		if !sleepCtx(ctx, time.Duration(attempt)*xferRetryPause) {
+			return result{}, stageAbandoned
+		}
 	}
-	if out.code != eSuccess {
-		out.msg = C.GoString(&r.msg[0])
+}
+
+// connect opens a connection to munged; a nil conn comes with the failure.
+func (m *Munge) connect(ctx context.Context) (*net.UnixConn, result, string) {
+	fail := func(format string, args ...any) (*net.UnixConn, result, string) {
+		return nil, result{code: eSocket, msg: fmt.Sprintf(format, args...)}, ""
 	}
-	return out
+	st, err := os.Stat(m.socketName)
+	if err != nil {
+		return fail("Failed to access \"%s\": %s (Did you start munged?)", m.socketName, errnoText(err))
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return fail("Invalid file type for socket \"%s\"", m.socketName)
+	}
+	addr := &net.UnixAddr{Name: m.socketName, Net: "unix"}
+	var d net.Dialer
+	for attempt := 1; ; attempt++ {
+		c, err := d.DialContext(ctx, "unix", addr.String())
+		if err == nil {
+			return c.(*net.UnixConn), result{}, ""
+		}
+		if ctx.Err() != nil {
+			return nil, result{}, stageAbandoned
+		}
+		// A full listen queue refuses a unix socket connect at once.
+		if !errors.Is(err, syscall.ECONNREFUSED) || attempt >= connectAttempts {
+			return fail("Failed to connect to \"%s\": %s", m.socketName, errnoText(err))
+		}
+		if !sleepCtx(ctx, time.Duration(attempt)*connectRetryPause) {
+			return nil, result{}, stageConnectPaused
+		}
+	}
+}
+
+// exchange sends one request and reads its response, each within
+// socketIOTimeout and ctx.
+func exchange(ctx context.Context, c *net.UnixConn, req []byte, rspType uint8, parse func([]byte) (result, error)) (result, error) {
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	deadline := func() time.Time {
+		d := time.Now().Add(socketIOTimeout)
+		if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+			return cd
+		}
+		return d
+	}
+	_ = c.SetWriteDeadline(deadline())
+	if _, err := c.Write(req); err != nil {
+		return result{}, fmt.Errorf("Failed to send message: %s", errnoText(err))
+	}
+	_ = c.SetReadDeadline(deadline())
+	var h [msgHdrSize]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		return result{}, fmt.Errorf("Failed to receive message header: %s", errnoText(err))
+	}
+	n, err := parseHeader(h[:], rspType)
+	if err != nil {
+		return result{}, err
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c, body); err != nil {
+		return result{}, fmt.Errorf("Failed to receive message body: %s", errnoText(err))
+	}
+	r, err := parse(body)
+	if err != nil {
+		return result{}, fmt.Errorf("Failed to unpack message type %d: %w", rspType, err)
+	}
+	return r, nil
+}
+
+// errnoText is the strerror-style text of a socket error.
+func errnoText(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "Timed-out"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "Connection closed by munged"
+	}
+	return err.Error()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // SelfCheck verifies munged enforces uid restrictions against this

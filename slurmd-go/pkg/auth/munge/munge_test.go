@@ -215,7 +215,7 @@ func TestMunge_SelfCheck(t *testing.T) {
 }
 
 // munged's replay cache: a credential decodes once. The second decode is
-// EMUNGE_CRED_REPLAYED, for which libmunge still returns uid, gid and
+// EMUNGE_CRED_REPLAYED, for which munged still returns uid, gid and
 // payload; AllowReplay (MULTIPLE_SLURMD) accepts it with Replayed set.
 func TestMunge_Replay(t *testing.T) {
 	t.Parallel()
@@ -424,7 +424,7 @@ func TestMunge_CLI(t *testing.T) {
 }
 
 // 200 goroutines encode+decode at once. The ctx has a deadline, so every
-// call takes the goroutine path that can abandon a libmunge call.
+// call can be abandoned by its ctx.
 func TestMunge_Concurrent(t *testing.T) {
 	t.Parallel()
 	m := newMunge(t, Options{})
@@ -487,9 +487,9 @@ func TestMunge_MaxInFlight(t *testing.T) {
 	}
 }
 
-// Each libmunge call allocates the credential or payload and a context; a
-// leak of any of them shows as RSS growth over many calls. The replayed
-// path is included: libmunge allocates the payload there too.
+// Each call allocates the request, the response and the payload; a leak of
+// any of them (or of a connection) shows as RSS growth over many calls. The
+// replayed path is included: munged returns the payload there too.
 func TestMunge_NoLeak(t *testing.T) {
 	m := newMunge(t, Options{AllowReplay: true})
 	ctx := context.Background()

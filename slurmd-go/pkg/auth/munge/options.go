@@ -21,9 +21,9 @@ const (
 	socketRetryPause = 100 * time.Millisecond
 )
 
-// DefaultMaxInFlight bounds concurrent libmunge calls per Munge. Each call
-// holds an OS thread while it waits for munged, and munged itself serves
-// only a few threads, so queueing in Go (where ctx is honoured) is cheaper.
+// DefaultMaxInFlight bounds concurrent munged transactions per Munge: munged
+// serves only a few threads and its listen queue is finite, so queueing in
+// Go (where ctx is honoured) is cheaper than a refused connection.
 const DefaultMaxInFlight = 64
 
 // Options configure a Munge. The zero value talks to the default socket.
@@ -40,7 +40,7 @@ type Options struct {
 	// and forwarded messages reuse the originator's credential, so the
 	// second node to decode it always sees EMUNGE_CRED_REPLAYED.
 	AllowReplay bool
-	// MaxInFlight bounds concurrent libmunge calls; 0 means
+	// MaxInFlight bounds concurrent munged transactions; 0 means
 	// DefaultMaxInFlight.
 	MaxInFlight int
 	// Logger gets the EMUNGE_SOCKET retries (debug) and give-ups (error);
@@ -71,7 +71,7 @@ func (o Options) normalize() (Options, error) {
 	return o, nil
 }
 
-// Error is a failed libmunge call. It unwraps to the auth sentinel, so
+// Error is a failed munge operation. It unwraps to the auth sentinel, so
 // callers test errors.Is(err, auth.ErrExpired) etc.; Code is munge_err_t
 // for logs and tests.
 type Error struct {
@@ -87,8 +87,7 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// munge_err_t values (munge.h). Plain numbers so this file needs no cgo;
-// munge.go asserts at compile time that they match the header.
+// munge_err_t values (munge.h); munged sends them as one byte.
 const (
 	eSuccess          = 0
 	eSnafu            = 1
