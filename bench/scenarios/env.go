@@ -57,7 +57,7 @@ func Full() Profile {
 		MungeOps: 4000, MungeConcurrency: []int{1, 2, 4, 16, 64},
 		// 200 tasks: slurmctld starts about one per core per second here, so a
 		// 1,000-task array would take ~8 min per daemon and break the 15-min budget.
-		JobArray: 200, JobArrayTimeout: 5 * time.Minute, StepSleep: 30 * time.Second, StepSamples: 10,
+		JobArray: 1000, JobArrayTimeout: 5 * time.Minute, StepSleep: 30 * time.Second, StepSamples: 10,
 		SrunRuns: 100,
 	}
 }

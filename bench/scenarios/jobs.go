@@ -98,7 +98,7 @@ type jobThroughput struct{}
 
 func (jobThroughput) Name() string { return "job-throughput" }
 func (jobThroughput) Title() string {
-	return "Job throughput: an array of `true` through slurmctld (jobs/s; 200 tasks in the full profile)"
+	return "Job throughput: an array of `true` through slurmctld (jobs/s; 1,000 tasks in the full profile)"
 }
 
 func (jobThroughput) Run(env *Env) error {

@@ -112,7 +112,7 @@ func TestProfiles(t *testing.T) {
 	// The job array is 200 tasks, not issue 6's 1,000: slurmctld starts about
 	// one task per core per second on the 2-core reference machine, and three
 	// 1,000-task arrays would break the 15-minute budget of make bench.
-	if maxOf(f.VUs) != 5000 || maxOf(f.Holds) != 5000 || f.OpenHeld != 1000 || f.JobArray != 200 || f.SrunRuns != 100 {
+	if maxOf(f.VUs) != 5000 || maxOf(f.Holds) != 5000 || f.OpenHeld != 1000 || f.JobArray != 1000 || f.SrunRuns != 100 {
 		t.Fatalf("full profile does not match issue 6: %+v", f)
 	}
 	if s := Smoke(); s.SrunRuns > 20 {

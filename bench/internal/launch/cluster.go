@@ -36,6 +36,10 @@ const (
 	// MessageTimeout is slurm.conf's MessageTimeout in the bench cluster: Slurm's default.
 	// Both daemons close a connection that has not delivered its request by then.
 	MessageTimeout = 10 * time.Second
+
+	// JobsPerCore is how many jobs may share a core in the per-daemon partitions
+	// (OverSubscribe=FORCE:JobsPerCore), the same for every daemon.
+	JobsPerCore = 8
 )
 
 // Ports are drawn below the ephemeral range and clear of the integration harness's range
@@ -249,9 +253,11 @@ func (c *Cluster) renderConf(slurmdPort int) string {
 	}
 	lines = append(lines, "PartitionName=all Nodes="+strings.Join(names, ",")+" Default=YES MaxTime=INFINITE State=UP")
 	// One partition per node daemon, named after it, so that a job scenario can aim at one
-	// implementation with -p <node>.
+	// implementation with -p <node>. Up to JobsPerCore jobs share a core there: slurmctld
+	// starts queued jobs about once a second per free slot, so with one job per core a job
+	// array of `true` measures that pacing rather than the node daemons.
 	for _, n := range c.Nodes {
-		lines = append(lines, fmt.Sprintf("PartitionName=p%s Nodes=%s MaxTime=INFINITE State=UP", n.Name, n.Name))
+		lines = append(lines, fmt.Sprintf("PartitionName=p%s Nodes=%s MaxTime=INFINITE State=UP OverSubscribe=FORCE:%d", n.Name, n.Name, JobsPerCore))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

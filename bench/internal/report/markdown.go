@@ -491,7 +491,7 @@ func jobsSection(r *results.Results, _ string) string {
 		}
 		t.add(j.Target, j.Partition, thousands(j.Tasks), fmt.Sprintf("%.2f", j.Seconds), fmt.Sprintf("%.1f", j.Rate), vs, stateList(j.States))
 	}
-	b.WriteString("Job throughput: one array of `true` per daemon (`sbatch -a 1-N -p <its partition> --wrap true`, as root), daemons one after another, timed from sbatch until no task is left pending, running or completing in squeue (polled every 250 ms); final states from `scontrol show job`. slurmctld (batch_sched_delay=0, DefMemPerCPU=64) starts queued tasks from its background loop about once a second, one per free core, so on a small machine this rate is paced mostly by slurmctld and the daemons differ in what is left.\n\n")
+	fmt.Fprintf(&b, "Job throughput: one array of `true` per daemon (`sbatch -a 1-N -p <its partition> --wrap true`, as root), daemons one after another, timed from sbatch until no task is left pending, running or completing in squeue (polled every 250 ms); final states from `scontrol show job`. slurmctld (batch_sched_delay=0, DefMemPerCPU=64) starts queued tasks about once a second per free slot; the per-daemon partitions let %d jobs share a core (OverSubscribe=FORCE:%d, the same for every daemon) so that the rate shows the node daemons' launch and completion path rather than that pacing.\n\n", max(1, r.Config.JobsPerCore), max(1, r.Config.JobsPerCore))
 	b.WriteString(t.String())
 	ss := r.StepRSSFor(results.TargetStock)
 	t = table{head: []string{"target", "step manager", "VmRSS MiB (median)", "vs stock", "threads", "samples"}}

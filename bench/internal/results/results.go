@@ -76,6 +76,8 @@ type Config struct {
 	MungedThreads    int     `json:"munged_threads"` // 0: munged's default (2)
 	SourceAddrs      int     `json:"source_addrs"`
 	SampleIntervalMS float64 `json:"sample_interval_ms"`
+	// JobsPerCore: jobs that may share a core in the per-daemon partitions (OverSubscribe=FORCE).
+	JobsPerCore int `json:"jobs_per_core,omitempty"`
 }
 
 // Target is one server under test.

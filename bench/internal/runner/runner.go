@@ -109,6 +109,7 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 			Holds: p.Holds, HoldProbeS: p.HoldProbe.Seconds(), HoldProbeRate: p.HoldProbeRate,
 			OpenHeld: p.OpenHeld, OpenDurationS: p.OpenDuration.Seconds(), OpenRateFraction: p.OpenRateFraction,
 			RPCTimeoutS: p.RPCTimeout.Seconds(), MessageTimeoutS: launch.MessageTimeout.Seconds(),
+			JobsPerCore: launch.JobsPerCore,
 			SlurmdDebug: "info", MungedThreads: o.MungedThreads, SourceAddrs: o.Sources,
 			SampleIntervalMS: float64(procstat.DefaultInterval) / float64(time.Millisecond),
 		},
