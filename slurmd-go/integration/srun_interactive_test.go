@@ -86,13 +86,17 @@ func sigintOn(t *testing.T, c *cluster.Cluster, dir string) sigintRun {
 	return run
 }
 
-// ptyScript drives `srun --pty bash`: wait for the prompt, compute 6*7, exit. The
-// command echoes as "XX$((6*7))YY", so only bash's answer matches "XX42YY". bash
-// skips its rc files: the prompt must not depend on the user's.
+// ptyScript drives `srun --pty bash`: wait for the prompt, compute 6*7, read the
+// terminal's size, resize srun's terminal and read it again, exit. The commands echo as
+// typed ("XX$((6*7))YY"), so only bash's answers match "XX42YY" and the sizes. srun
+// starts on a 33x101 terminal (the task's PTY gets it from SLURM_PTY_WIN_ROW/COL); the
+// resize reaches srun as SIGWINCH and the task through srun's PTY connection. bash skips
+// its rc files: the prompt must not depend on the user's.
 func ptyScript(args []string) string {
 	return fmt.Sprintf(`log_user 1
 set timeout %d
 spawn %s
+stty rows 33 columns 101 < $spawn_out(slave,name)
 expect {
 	-re {[$#] $} {}
 	timeout { puts "\nEXPECT: no prompt"; exit 2 }
@@ -104,6 +108,19 @@ expect {
 	"XX42YY" {}
 	timeout { puts "\nEXPECT: no XX42YY"; exit 3 }
 	eof { puts "\nEXPECT: srun ended before XX42YY"; exit 3 }
+}
+send "echo WS\$(stty size)WS\r"
+expect {
+	"WS33 101WS" {}
+	-re {WS[0-9]+ [0-9]+WS} { puts "\nEXPECT: initial window size wrong"; exit 5 }
+	timeout { puts "\nEXPECT: no initial window size"; exit 5 }
+}
+stty rows 40 columns 120 < $spawn_out(slave,name)
+send "sleep 1; echo WZ\$(stty size)WZ\r"
+expect {
+	"WZ40 120WZ" {}
+	-re {WZ[0-9]+ [0-9]+WZ} { puts "\nEXPECT: window size after the resize wrong"; exit 6 }
+	timeout { puts "\nEXPECT: no window size after the resize"; exit 6 }
 }
 send "exit\r"
 expect {
@@ -118,8 +135,8 @@ puts "\nSRUN-EXIT $status"
 // srunExitRe is what ptyScript prints once srun has ended.
 var srunExitRe = regexp.MustCompile(`(?m)^SRUN-EXIT (-?[0-9]+)\r?$`)
 
-// testSrunPty: `srun --pty bash` under expect: bash answers in the terminal,
-// `exit` ends it and srun returns 0.
+// testSrunPty: `srun --pty bash` under expect: bash answers in the terminal, sees
+// srun's window size at start and after a resize, `exit` ends it and srun returns 0.
 func testSrunPty(t *testing.T, p pair, user string) {
 	dirs := workDirs(t, p, user, "pty")
 	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
@@ -133,7 +150,7 @@ func testSrunPty(t *testing.T, p pair, user string) {
 	}{{p.ref, ref}, {p.sut, sut}} {
 		ended(t, p, x.c, x.r)
 		if x.r.ExitCode != 0 || !strings.Contains(x.r.Stdout, "XX42YY") {
-			t.Errorf("%s: the expect session failed (exit 2: no prompt, 3: no answer, 4: srun did not end): %v", p.label(x.c), x.r)
+			t.Errorf("%s: the expect session failed (exit 2: no prompt, 3: no answer, 4: srun did not end, 5: initial window size, 6: window size after a resize): %v; terminal:\n%s", p.label(x.c), x.r, clipOut(x.r.Stdout))
 			continue
 		}
 		m := srunExitRe.FindStringSubmatch(x.r.Stdout)

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,4 +101,39 @@ func testSrunLabelledFiles(t *testing.T, p pair, user string) {
 		}
 		sameLines(t, p, "out-"+n+".txt", got[0], got[1], want[n])
 	}
+}
+
+// testSrunFilePatterns: srun's output file patterns as the step manager expands them.
+// -o out-%t-%N.txt gives one file per task named after its task id and host; -o 1 (a bare
+// task number) sends only task 1's output to srun's stdout and drops the others'. Same
+// files and lines as on the stock daemon.
+func testSrunFilePatterns(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "filepatterns")
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, user, dirs[c], "", "-N2", "-n4", "-w", node(c, 0)+","+node(c, 1), "-o", "out-%t-%N.txt", "sh", "-c", "echo task $SLURM_PROCID")
+	})
+	wantExit(t, p, ref, sut, 0)
+	// %N is the short host name, as stock expands it; every node of the harness runs here.
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ = strings.Cut(host, ".")
+	for task := range 4 {
+		var got [2]string
+		for i, c := range []*cluster.Cluster{p.ref, p.sut} {
+			name := fmt.Sprintf("out-%d-%s.txt", task, host)
+			b, err := os.ReadFile(filepath.Join(dirs[c], name))
+			if err != nil {
+				t.Fatalf("%s: task %d's file: %v", p.label(c), task, err)
+			}
+			got[i] = string(b)
+		}
+		sameLines(t, p, fmt.Sprintf("task %d's file", task), got[0], got[1], []string{fmt.Sprintf("task %d", task)})
+	}
+	ref, sut = onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, user, dirs[c], "", "-n3", "-o", "1", "sh", "-c", "echo only $SLURM_PROCID")
+	})
+	wantExit(t, p, ref, sut, 0)
+	sameLines(t, p, "stdout of -o 1", ref.Stdout, sut.Stdout, []string{"only 1"})
 }

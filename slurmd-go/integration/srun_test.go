@@ -91,6 +91,7 @@ func TestSrun(t *testing.T) {
 		subtest{"Sigint", func(t *testing.T) { testSrunSigint(t, p) }},
 		subtest{"SattachSstat", func(t *testing.T) { testSrunSattach(t, p) }},
 		subtest{"KillOnBadExit", func(t *testing.T) { testSrunKillOnBadExit(t, p) }},
+		subtest{"TimeLimit", func(t *testing.T) { testSrunTimeLimit(t, p) }},
 	)
 	// Alone, each: 2x20 steps starting at once, and two 100 MiB streams, keep this
 	// machine's 2 CPUs so busy that step launches beside them time out
@@ -111,6 +112,7 @@ func testSrunAsUser(t *testing.T, p pair, user string) {
 		subtest{"TaskScripts", func(t *testing.T) { testSrunTaskScripts(t, p, user) }},
 		subtest{"MultiProg", func(t *testing.T) { testSrunMultiProg(t, p, user) }},
 		subtest{"LabelledFiles", func(t *testing.T) { testSrunLabelledFiles(t, p, user) }},
+		subtest{"FilePatterns", func(t *testing.T) { testSrunFilePatterns(t, p, user) }},
 	)
 }
 

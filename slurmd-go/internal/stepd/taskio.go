@@ -309,7 +309,7 @@ func (s *Step) setInitialWinsize() {
 }
 
 // windowManager is io.c _window_manager: srun sends window size changes
-// (u16 rows, u16 cols, network order) on SLURM_PTY_PORT.
+// (pty_winsz_t: u16 cols, then u16 rows, network order) on SLURM_PTY_PORT.
 func (s *Step) windowManager() {
 	port, ok := s.env.Get("SLURM_PTY_PORT")
 	if !ok || !s.launch.OrigAddr.AddrPort.IsValid() {
@@ -327,8 +327,7 @@ func (s *Step) windowManager() {
 		if _, err := io.ReadFull(c, b[:]); err != nil {
 			return
 		}
-		rows, cols := binary.BigEndian.Uint16(b[0:]), binary.BigEndian.Uint16(b[2:])
-		_ = pty.Setsize(s.pty, &pty.Winsize{Rows: rows, Cols: cols})
+		_ = pty.Setsize(s.pty, parseWinsz(b))
 		s.mu.Lock()
 		pid := s.pid
 		s.mu.Unlock()
@@ -336,4 +335,9 @@ func (s *Step) windowManager() {
 			_ = syscall.Kill(-pid, syscall.SIGWINCH)
 		}
 	}
+}
+
+// parseWinsz decodes srun's pty_winsz_t: columns first (srun_pty.c).
+func parseWinsz(b [4]byte) *pty.Winsize {
+	return &pty.Winsize{Cols: binary.BigEndian.Uint16(b[0:]), Rows: binary.BigEndian.Uint16(b[2:])}
 }

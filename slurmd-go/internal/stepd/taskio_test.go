@@ -743,3 +743,12 @@ func TestTaskIO_AttachRequest(t *testing.T) {
 		t.Errorf("exit targets %q", got)
 	}
 }
+
+// srun sends a resize as pty_winsz_t: columns, then rows. A 40-row, 120-column terminal
+// must not become 120 rows of 40 columns.
+func TestParseWinsz(t *testing.T) {
+	ws := parseWinsz([4]byte{0, 120, 0, 40})
+	if ws.Rows != 40 || ws.Cols != 120 {
+		t.Fatalf("rows %d cols %d, want 40 and 120", ws.Rows, ws.Cols)
+	}
+}
