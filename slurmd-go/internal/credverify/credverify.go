@@ -2,7 +2,7 @@
 // it launches tasks (req.c _check_job_credential and slurm_cred_verify):
 // the munge signature over the exact signed bytes, who signed it, expiry,
 // and that the credential is for this step, user and node. Revocation and
-// replay state belong to the job manager, which asks first.
+// the replay cache belong to the job manager (Verifier.Seen).
 package credverify
 
 import (
@@ -25,6 +25,10 @@ type Verifier struct {
 	SlurmUserUID uint32
 	Expire       time.Duration
 	Now          func() time.Time // nil: time.Now
+	// Seen records a credential that passed the signature and expiry checks
+	// and says whether the same step and creation time was seen before, as
+	// slurm_cred_verify's replay check does; nil: no replay check.
+	Seen func(step slurmproto.StepID, ctime, expires time.Time) (replayed bool)
 }
 
 // Error is a refused credential with the Slurm code slurmd answers.
@@ -84,6 +88,11 @@ func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks
 	// slurm_cred_verify compares whole seconds: now > ctime + window.
 	if exp := c.CTime.Add(v.Expire); now().Unix() > exp.Unix() {
 		return out, fail(slurmproto.ESlurmdCredentialExpired, "credverify: credential for %d.%d expired at %s", c.StepID.JobID, c.StepID.StepID, exp.Format(time.RFC3339))
+	}
+	// Before the step, user and node checks: a credential that fails them
+	// still counts as seen, as in slurm_cred_verify.
+	if v.Seen != nil && v.Seen(c.StepID, c.CTime, c.CTime.Add(v.Expire)) {
+		return out, fail(slurmproto.ESlurmdCredentialReplayed, "credverify: credential for %d.%d created %s was already used", c.StepID.JobID, c.StepID.StepID, c.CTime.UTC().Format(time.RFC3339))
 	}
 	if c.StepID.JobID != w.Step.JobID || c.StepID.StepID != w.Step.StepID {
 		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential for %d.%d, expected %d.%d", c.StepID.JobID, c.StepID.StepID, w.Step.JobID, w.Step.StepID)

@@ -460,6 +460,39 @@ func TestVerify_Replay(t *testing.T) {
 	}
 }
 
+// TestVerify_SeenTwice: slurm_cred_verify's own replay check. A credential whose signature
+// and expiry pass is recorded (Seen) before the step, user and node checks, so even one
+// refused for the wrong uid is replayed when it comes again; an expired one is never
+// recorded.
+func TestVerify_SeenTwice(t *testing.T) {
+	c := goldenCred(t, "launch_tasks_1node_v2600.bin", "launch_tasks_1node_cred_payload.bin")
+	v, f := fixture(c)
+	f.SetReplay(true, true) // munged lets the signature through again (MULTIPLE_SLURMD)
+	seen := map[string]time.Time{}
+	v.Seen = func(s slurmproto.StepID, ctime, expires time.Time) bool {
+		k := fmt.Sprint(s, ctime.Unix())
+		_, ok := seen[k]
+		seen[k] = expires
+		return ok
+	}
+	wrongUID := Want{Step: step(1, 0), UID: 1003, GID: 1002, NodeName: "j1"}
+	if _, err := v.Verify(context.Background(), c, wrongUID, 2, 2); RC(err) != slurmproto.ESlurmdInvalidJobCredential {
+		t.Fatalf("wrong uid: %v", err)
+	}
+	if exp := seen[fmt.Sprint(step(1, 0), c.CTime.Unix())]; !exp.Equal(c.CTime.Add(v.Expire)) {
+		t.Fatalf("recorded expiry %v, want ctime+%v", exp, v.Expire)
+	}
+	right := Want{Step: step(1, 0), UID: 1002, GID: 1002, NodeName: "j1"}
+	if _, err := v.Verify(context.Background(), c, right, 2, 2); RC(err) != slurmproto.ESlurmdCredentialReplayed {
+		t.Fatalf("second use: %v (rc %d), want ESLURMD_CREDENTIAL_REPLAYED", err, RC(err))
+	}
+	v.Now = func() time.Time { return c.CTime.Add(time.Hour) }
+	clear(seen)
+	if _, err := v.Verify(context.Background(), c, right, 2, 2); RC(err) != slurmproto.ESlurmdCredentialExpired || len(seen) != 0 {
+		t.Fatalf("expired: %v, recorded %v", err, seen)
+	}
+}
+
 // TestRC: an *Error's code, also when wrapped; ESLURMD_INVALID_JOB_CREDENTIAL
 // for any other error.
 func TestRC(t *testing.T) {

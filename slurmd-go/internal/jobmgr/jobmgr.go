@@ -62,7 +62,11 @@ type Manager struct {
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
 	terminating map[uint32]bool // guarded by mu: a terminate is in progress
-	wg          sync.WaitGroup  // background work (prolog, epilog) for Wait
+	// creds are the step credentials verified so far, until they expire
+	// (slurm_cred's state_list): one seen again is a replay.
+	creds        map[credKey]time.Time // guarded by mu: → expiry
+	lastCredScan time.Time             // guarded by mu
+	wg           sync.WaitGroup        // background work (prolog, epilog) for Wait
 }
 
 // job is what the daemon itself knows of a job on this node; the step
@@ -86,6 +90,7 @@ func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCP
 		cfg: cfg, ctld: c, auth: a, nodeCPUs: nodeCPUs, stepdPath: stepdPath, reg: reg,
 		log:         log.Named("jobmgr"),
 		jobs:        map[uint32]*job{},
+		creds:       map[credKey]time.Time{},
 		terminating: map[uint32]bool{},
 	}
 }

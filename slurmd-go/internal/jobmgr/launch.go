@@ -43,7 +43,7 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 	if nodeID < len(msg.TasksToLaunch) {
 		tasks = int(msg.TasksToLaunch[nodeID])
 	}
-	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire}
+	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire, Seen: m.credSeen}
 	chk, err := v.Verify(ctx, msg.Cred, credverify.Want{Step: msg.StepID, UID: msg.UID, GID: msg.GID, NodeName: cfg.NodeName}, tasks, m.nodeCPUs())
 	if err != nil {
 		log.Error("invalid job credential", "requester_uid", reqUID, "host", host, "error", err)

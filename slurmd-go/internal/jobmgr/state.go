@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 // What survives a daemon restart besides the step managers themselves:
-// the revoked jobs (slurmd's cred_state), so that a launch that arrives
-// late for a job already terminated is still refused after a restart.
+// slurmd's cred_state: the revoked jobs, so that a launch that arrives late
+// for a job already terminated is still refused after a restart, and the
+// step credentials seen until they expire, so that a replayed launch is.
 
 // CredStateFile is the file in SlurmdSpoolDir that holds the revoked jobs.
 // Its own name, so that stock slurmd's binary cred_state in the same
@@ -28,9 +30,52 @@ const CredStateFile = "slurmd-go.cred_state"
 // still in flight.
 const RevokedKeep = time.Hour
 
-// credState is the file's JSON: job id → revocation time (Unix ns).
+// credState is the file's JSON: job id → revocation time (Unix ns), and the
+// credentials seen.
 type credState struct {
 	Revoked map[string]int64 `json:"revoked"`
+	Creds   []credEntry      `json:"creds,omitempty"`
+}
+
+// credKey identifies a step credential as slurm_cred's cred_state does.
+type credKey struct {
+	step  slurmproto.StepID
+	ctime int64 // Unix seconds, the wire's resolution
+}
+
+type credEntry struct {
+	JobID   uint32 `json:"job_id"`
+	StepID  uint32 `json:"step_id"`
+	HetComp uint32 `json:"het_comp"`
+	CTime   int64  `json:"ctime"`
+	Expires int64  `json:"expires"` // Unix s
+}
+
+// credScanEvery spaces the purges of expired credentials (slurm_cred purges
+// at most every 2 s too).
+const credScanEvery = 2 * time.Second
+
+// credSeen is Verifier.Seen: it records the credential and says whether it
+// was seen before, and saves the state so that a restart keeps it.
+func (m *Manager) credSeen(step slurmproto.StepID, ctime, expires time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if now.Sub(m.lastCredScan) >= credScanEvery {
+		m.lastCredScan = now
+		for k, exp := range m.creds {
+			if exp.Before(now) {
+				delete(m.creds, k)
+			}
+		}
+	}
+	k := credKey{step: step, ctime: ctime.Unix()}
+	if _, ok := m.creds[k]; ok {
+		return true
+	}
+	m.creds[k] = expires
+	m.saveStateLocked()
+	return false
 }
 
 // saveStateLocked writes the revoked jobs; m.mu is held. Failures are
@@ -45,6 +90,12 @@ func (m *Manager) saveStateLocked() {
 	for id, j := range m.jobs {
 		if !j.revokedAt.IsZero() && j.revokedAt.After(cutoff) {
 			st.Revoked[strconv.FormatUint(uint64(id), 10)] = j.revokedAt.UnixNano()
+		}
+	}
+	now := time.Now()
+	for k, exp := range m.creds {
+		if exp.After(now) {
+			st.Creds = append(st.Creds, credEntry{JobID: k.step.JobID, StepID: k.step.StepID, HetComp: k.step.StepHetComp, CTime: k.ctime, Expires: exp.Unix()})
 		}
 	}
 	b, _ := json.Marshal(st)
@@ -98,8 +149,16 @@ func (m *Manager) Recover(ctx context.Context, clean bool) {
 				n++
 			}
 		}
+		now := time.Now()
+		creds := 0
+		for _, e := range st.Creds {
+			if exp := time.Unix(e.Expires, 0); exp.After(now) {
+				m.creds[credKey{step: slurmproto.StepID{JobID: e.JobID, StepID: e.StepID, StepHetComp: e.HetComp}, ctime: e.CTime}] = exp
+				creds++
+			}
+		}
 		m.mu.Unlock()
-		m.log.Info("restored credential state", "revoked_jobs", n)
+		m.log.Info("restored credential state", "revoked_jobs", n, "credentials", creds)
 	}
 	m.resendPending()
 	refs, err := stepapi.Scan(ctx, cfg.SpoolDir, cfg.NodeName)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 // TestCredState: revocations survive a restart (a new Manager on the same
@@ -42,5 +44,34 @@ func TestCredState(t *testing.T) {
 	m3.Recover(context.Background(), false) // logs, does not fail
 	if m3.revoked(7) {
 		t.Errorf("state restored from an unreadable file")
+	}
+}
+
+// TestCredSeen: a step credential is refused as replayed the second time, also by a
+// daemon restarted on the same spool dir, until it expires.
+func TestCredSeen(t *testing.T) {
+	spool := t.TempDir()
+	m := testManager(t, "SlurmdSpoolDir="+spool+"\n")
+	st := slurmproto.StepID{JobID: 42, StepID: 3, StepHetComp: slurmproto.NoVal}
+	ctime := time.Now().Truncate(time.Second)
+	if m.credSeen(st, ctime, ctime.Add(2*time.Minute)) {
+		t.Fatal("first use reported as a replay")
+	}
+	if !m.credSeen(st, ctime, ctime.Add(2*time.Minute)) {
+		t.Fatal("second use not reported as a replay")
+	}
+	if m.credSeen(st, ctime.Add(time.Second), ctime.Add(2*time.Minute)) {
+		t.Fatal("a newer credential of the same step reported as a replay")
+	}
+	gone := slurmproto.StepID{JobID: 43, StepID: 0, StepHetComp: slurmproto.NoVal}
+	m.credSeen(gone, ctime.Add(-time.Hour), ctime.Add(-time.Minute)) // already expired
+
+	m2 := testManager(t, "SlurmdSpoolDir="+spool+"\n")
+	m2.Recover(context.Background(), false)
+	if !m2.credSeen(st, ctime, ctime.Add(2*time.Minute)) {
+		t.Error("after a restart the credential is accepted again")
+	}
+	if m2.credSeen(gone, ctime.Add(-time.Hour), ctime.Add(-time.Minute)) {
+		t.Error("an expired credential was kept across the restart")
 	}
 }
