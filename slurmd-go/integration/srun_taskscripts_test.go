@@ -132,8 +132,26 @@ func testSrunFilePatterns(t *testing.T, p pair, user string) {
 		sameLines(t, p, fmt.Sprintf("task %d's file", task), got[0], got[1], []string{fmt.Sprintf("task %d", task)})
 	}
 	ref, sut = onBoth(p, func(c *cluster.Cluster) cluster.Result {
-		return srunWith(t, c, user, dirs[c], "", "-n3", "-o", "1", "sh", "-c", "echo only $SLURM_PROCID")
+		// Task 0 alone on one node, tasks 1 and 2 on the other: CI once placed them so.
+		nodes := node(c, 0) + "," + node(c, 1) + "," + node(c, 1)
+		return srunWith(t, c, user, dirs[c], "", "-n3", "-m", "arbitrary", "-w", nodes, "-o", "1", "sh", "-c", "echo only $SLURM_PROCID")
 	})
 	wantExit(t, p, ref, sut, 0)
 	sameLines(t, p, "stdout of -o 1", ref.Stdout, sut.Stdout, []string{"only 1"})
+}
+
+// testSrunLeaderExitsFirst: every task joins the first task's process group, so that group
+// must not be gone (every earlier task exited) before the last task is forked. 24 tasks that
+// exit at once (overcommitted on one node) all run and srun exits 0, as on the stock daemon.
+func testSrunLeaderExitsFirst(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "leaderexits")
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, user, dirs[c], "", "-N1", "-n24", "-O", "-w", node(c, 0), "sh", "-c", "echo ran $SLURM_PROCID")
+	})
+	wantExit(t, p, ref, sut, 0)
+	var want []string
+	for i := range 24 {
+		want = append(want, fmt.Sprintf("ran %d", i))
+	}
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, want)
 }

@@ -113,6 +113,7 @@ func testSrunAsUser(t *testing.T, p pair, user string) {
 		subtest{"MultiProg", func(t *testing.T) { testSrunMultiProg(t, p, user) }},
 		subtest{"LabelledFiles", func(t *testing.T) { testSrunLabelledFiles(t, p, user) }},
 		subtest{"FilePatterns", func(t *testing.T) { testSrunFilePatterns(t, p, user) }},
+		subtest{"LeaderExitsFirst", func(t *testing.T) { testSrunLeaderExitsFirst(t, p, user) }},
 	)
 }
 

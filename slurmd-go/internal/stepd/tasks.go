@@ -201,17 +201,33 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 	}
 	exits := make(chan taskExit, len(s.tasks))
 	pgid := 0
+	// Each helper waits for its config before it execs; all are released
+	// once every task is forked (mgr.c's fork-all-then-exec barrier), so the
+	// first task, whose process group the others join, cannot have exited
+	// yet: setpgid to a vanished group fails with EPERM.
+	type release struct {
+		t   *stepTask
+		w   *os.File
+		cfg []byte
+	}
+	var releases []release
+	abort := func() {
+		for _, r := range releases {
+			r.w.Close()
+		}
+		s.killStarted()
+	}
 	for i, t := range s.tasks {
 		files, err := s.taskStdio(i)
 		if err != nil {
 			s.log.Error("task stdio", "task", t.gtid, "error", err)
-			s.killStarted()
+			abort()
 			return slurmproto.ESlurmdIOError, nil
 		}
 		cfgR, cfgW, err := os.Pipe()
 		if err != nil {
 			closeAll(files)
-			s.killStarted()
+			abort()
 			return slurmproto.ESlurmdExecveFailed, nil
 		}
 		cmd := exec.Command(self, stepapi.CmdTask)
@@ -230,7 +246,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		if err != nil {
 			cfgW.Close()
 			s.log.Error("task fork", "task", t.gtid, "error", err)
-			s.killStarted()
+			abort()
 			return slurmproto.ESlurmdExecveFailed, nil
 		}
 		pid := cmd.Process.Pid
@@ -244,24 +260,27 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			s.pid = pid
 		}
 		s.mu.Unlock()
+		go func(t *stepTask, ch <-chan proc.Exit) {
+			exits <- taskExit{t: t, e: <-ch}
+		}(t, exitCh)
 		if s.cg != nil {
 			if err := s.cg.AddPID(pid); err != nil {
 				s.log.Error("proctrack add", "pid", pid, "error", err)
 				cfgW.Close()
-				s.killStarted()
+				abort()
 				return slurmproto.ESlurmdExecveFailed, nil
 			}
 		}
 		b, _ := json.Marshal(s.stepTaskConfig(t, pid, umask, nice))
-		err = writeFrameTo(cfgW, b)
-		cfgW.Close()
+		releases = append(releases, release{t: t, w: cfgW, cfg: b})
+		s.log.Debug("task forked", "task", t.gtid, "pid", pid)
+	}
+	for _, r := range releases {
+		err := writeFrameTo(r.w, r.cfg)
+		r.w.Close()
 		if err != nil {
-			s.log.Error("release task", "task", t.gtid, "error", err)
+			s.log.Error("release task", "task", r.t.gtid, "error", err)
 		}
-		go func(t *stepTask, ch <-chan proc.Exit) {
-			exits <- taskExit{t: t, e: <-ch}
-		}(t, exitCh)
-		s.log.Debug("task started", "task", t.gtid, "pid", pid)
 	}
 	return 0, exits
 }
