@@ -92,6 +92,10 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 		log.Error("step launch failed", "error", err)
 		return stepapi.RC(err)
 	}
+	// A restarted daemon must still refuse this credential.
+	m.mu.Lock()
+	m.saveStateLocked()
+	m.mu.Unlock()
 	if m.revoked(msg.StepID.JobID) {
 		log.Info("job killed while its step was starting")
 		m.terminateSteps(ctx, msg.StepID.JobID)

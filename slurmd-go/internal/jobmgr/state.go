@@ -56,7 +56,8 @@ type credEntry struct {
 const credScanEvery = 2 * time.Second
 
 // credSeen is Verifier.Seen: it records the credential and says whether it
-// was seen before, and saves the state so that a restart keeps it.
+// was seen before. The record reaches the state file with the next save; a
+// successful launch saves, as slurmd's save_cred_state after _rpc_launch_tasks.
 func (m *Manager) credSeen(step slurmproto.StepID, ctime, expires time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -74,11 +75,10 @@ func (m *Manager) credSeen(step slurmproto.StepID, ctime, expires time.Time) boo
 		return true
 	}
 	m.creds[k] = expires
-	m.saveStateLocked()
 	return false
 }
 
-// saveStateLocked writes the revoked jobs; m.mu is held. Failures are
+// saveStateLocked writes the revoked jobs and the credentials seen; m.mu is held. Failures are
 // logged: the state is a safety net, a missing file only loses it.
 func (m *Manager) saveStateLocked() {
 	dir := m.cfg().SpoolDir

@@ -48,7 +48,7 @@ func TestCredState(t *testing.T) {
 }
 
 // TestCredSeen: a step credential is refused as replayed the second time, also by a
-// daemon restarted on the same spool dir, until it expires.
+// daemon restarted on the same spool dir after a save, until it expires.
 func TestCredSeen(t *testing.T) {
 	spool := t.TempDir()
 	m := testManager(t, "SlurmdSpoolDir="+spool+"\n")
@@ -65,6 +65,9 @@ func TestCredSeen(t *testing.T) {
 	}
 	gone := slurmproto.StepID{JobID: 43, StepID: 0, StepHetComp: slurmproto.NoVal}
 	m.credSeen(gone, ctime.Add(-time.Hour), ctime.Add(-time.Minute)) // already expired
+	m.mu.Lock()
+	m.saveStateLocked() // what a successful launch does
+	m.mu.Unlock()
 
 	m2 := testManager(t, "SlurmdSpoolDir="+spool+"\n")
 	m2.Recover(context.Background(), false)

@@ -78,9 +78,9 @@ func (m *Munge) Encode(ctx context.Context, payload []byte, restrictUID uint32) 
 	if restrictUID != auth.UIDAny {
 		authUID = restrictUID
 	}
-	r, err := m.call(ctx, "encode", func(retry uint8) []byte {
+	r, err := m.call(ctx, xfer{op: "encode", rsp: msgEncRsp, parse: encodeResponse, req: func(retry uint8) []byte {
 		return encodeRequest(retry, payload, m.ttl, authUID)
-	}, msgEncRsp, encodeResponse)
+	}})
 	if err != nil {
 		return "", err
 	}
@@ -99,9 +99,9 @@ func (m *Munge) Decode(ctx context.Context, cred string) (auth.Credential, error
 	if len(cred)+5 > maxRequest {
 		return auth.Credential{}, &Error{Op: "decode", Code: eBadLength, Msg: strerror(eBadLength), Err: auth.ErrInvalid}
 	}
-	r, err := m.call(ctx, "decode", func(retry uint8) []byte {
+	r, err := m.call(ctx, xfer{op: "decode", rsp: msgDecRsp, parse: decodeResponse, req: func(retry uint8) []byte {
 		return decodeRequest(retry, cred)
-	}, msgDecRsp, decodeResponse)
+	}})
 	if err != nil {
 		return auth.Credential{}, err
 	}
@@ -111,7 +111,17 @@ func (m *Munge) Decode(ctx context.Context, cred string) (auth.Credential, error
 
 // call runs one munge operation: bounded by MaxInFlight, retrying
 // EMUNGE_SOCKET like Slurm, returning early when ctx is done.
-func (m *Munge) call(ctx context.Context, op string, req func(retry uint8) []byte, rspType uint8, parse func([]byte) (result, error)) (result, error) {
+// xfer is one kind of transaction: its request (built per attempt, with
+// the retry count), the response type and its parser.
+type xfer struct {
+	op    string // "encode" or "decode"
+	req   func(retry uint8) []byte
+	rsp   uint8
+	parse func([]byte) (result, error)
+}
+
+func (m *Munge) call(ctx context.Context, x xfer) (result, error) {
+	op := x.op
 	var last *Error // previous EMUNGE_SOCKET failure, for the ctx error
 	stopped := func(stage string, attempts int) error {
 		if last != nil {
@@ -123,7 +133,7 @@ func (m *Munge) call(ctx context.Context, op string, req func(retry uint8) []byt
 		return result{}, stopped("not started", 0)
 	}
 	for attempt := 0; ; attempt++ {
-		r, stage := m.once(ctx, req, rspType, parse)
+		r, stage := m.once(ctx, x)
 		if stage != "" {
 			return result{}, stopped(stage, attempt)
 		}
@@ -172,14 +182,14 @@ func (m *Munge) fail(op string, r result) *Error {
 
 // once runs one transaction in a MaxInFlight slot. A non-empty stage says
 // where ctx stopped it.
-func (m *Munge) once(ctx context.Context, req func(retry uint8) []byte, rspType uint8, parse func([]byte) (result, error)) (result, string) {
+func (m *Munge) once(ctx context.Context, x xfer) (result, string) {
 	select {
 	case m.sem <- struct{}{}:
 	case <-ctx.Done():
 		return result{}, "waiting for a slot"
 	}
 	defer func() { <-m.sem }()
-	return m.transaction(ctx, req, rspType, parse)
+	return m.transaction(ctx, x)
 }
 
 // libmunge's bounds on one transaction (munge_defs.h).
@@ -196,13 +206,13 @@ const (
 // transaction is m_msg_client_xfer: connect, send the request, read the
 // response; a failed send or receive is tried again on a new connection
 // with the retry count in the header. A failed connect ends it at once.
-func (m *Munge) transaction(ctx context.Context, req func(retry uint8) []byte, rspType uint8, parse func([]byte) (result, error)) (result, string) {
+func (m *Munge) transaction(ctx context.Context, x xfer) (result, string) {
 	for attempt := 1; ; attempt++ {
 		c, r, stage := m.connect(ctx)
 		if stage != "" || c == nil {
 			return r, stage
 		}
-		r, err := exchange(ctx, c, req(uint8(attempt-1)), rspType, parse)
+		r, err := exchange(ctx, c, x.req(uint8(attempt-1)), x.rsp, x.parse)
 		c.Close()
 		if err == nil {
 			if r.msg == "" && r.code != eSuccess {
@@ -224,20 +234,9 @@ func (m *Munge) transaction(ctx context.Context, req func(retry uint8) []byte, r
 
 // connect opens a connection to munged; a nil conn comes with the failure.
 func (m *Munge) connect(ctx context.Context) (*net.UnixConn, result, string) {
-	fail := func(format string, args ...any) (*net.UnixConn, result, string) {
-		return nil, result{code: eSocket, msg: fmt.Sprintf(format, args...)}, ""
-	}
-	st, err := os.Stat(m.socketName)
-	if err != nil {
-		return fail("Failed to access \"%s\": %s (Did you start munged?)", m.socketName, errnoText(err))
-	}
-	if st.Mode()&os.ModeSocket == 0 {
-		return fail("Invalid file type for socket \"%s\"", m.socketName)
-	}
-	addr := &net.UnixAddr{Name: m.socketName, Net: "unix"}
 	var d net.Dialer
 	for attempt := 1; ; attempt++ {
-		c, err := d.DialContext(ctx, "unix", addr.String())
+		c, err := d.DialContext(ctx, "unix", m.socketName)
 		if err == nil {
 			return c.(*net.UnixConn), result{}, ""
 		}
@@ -246,12 +245,25 @@ func (m *Munge) connect(ctx context.Context) (*net.UnixConn, result, string) {
 		}
 		// A full listen queue refuses a unix socket connect at once.
 		if !errors.Is(err, syscall.ECONNREFUSED) || attempt >= connectAttempts {
-			return fail("Failed to connect to \"%s\": %s", m.socketName, errnoText(err))
+			return nil, result{code: eSocket, msg: m.connectError(err)}, ""
 		}
 		if !sleepCtx(ctx, time.Duration(attempt)*connectRetryPause) {
 			return nil, result{}, stageConnectPaused
 		}
 	}
+}
+
+// connectError explains a failed connect in libmunge's words; the socket is
+// only looked at once connecting has failed.
+func (m *Munge) connectError(err error) string {
+	st, serr := os.Stat(m.socketName)
+	switch {
+	case serr != nil:
+		return fmt.Sprintf("Failed to access \"%s\": %s (Did you start munged?)", m.socketName, errnoText(serr))
+	case st.Mode()&os.ModeSocket == 0:
+		return fmt.Sprintf("Invalid file type for socket \"%s\"", m.socketName)
+	}
+	return fmt.Sprintf("Failed to connect to \"%s\": %s", m.socketName, errnoText(err))
 }
 
 // exchange sends one request and reads its response, each within

@@ -175,9 +175,7 @@ func decodeResponse(body []byte) (result, error) {
 		return result{}, r.err
 	}
 	if n > 0 {
-		// libmunge NUL-terminates a payload it returns beyond its length; Go needs no
-		// terminator.
-		out.payload = append([]byte(nil), data...)
+		out.payload = data // body is this response's own buffer
 	}
 	return out, nil
 }

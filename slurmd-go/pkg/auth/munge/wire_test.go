@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +194,22 @@ func FuzzDecodeResponse(f *testing.F) {
 		_, _ = decodeResponse(b)
 		_, _ = encodeResponse(b)
 	})
+}
+
+// A failed connect is explained as libmunge explains it; the path is looked at only then.
+func TestConnect_ErrorNamesCause(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "not-a-socket")
+	if err := os.WriteFile(regular, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		regular:                       `Invalid file type for socket "` + regular + `"`,
+		filepath.Join(dir, "missing"): "(Did you start munged?)",
+	} {
+		_, r, stage := newMunge(t, Options{Socket: path}).connect(context.Background())
+		if stage != "" || r.code != eSocket || !strings.Contains(r.msg, want) {
+			t.Errorf("%s: code %d stage %q msg %q, want %q", path, r.code, stage, r.msg, want)
+		}
+	}
 }
