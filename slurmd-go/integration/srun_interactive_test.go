@@ -296,3 +296,39 @@ func sattachOn(t *testing.T, c *cluster.Cluster, dir string) sattachRun {
 	run.step = cl.Wait()
 	return run
 }
+
+// testSrunPtyTwoTasks: `srun -n2 --pty` on one node. Task 0 gets the terminal; task 1 cannot
+// join task 0's process group (task 0 leads its own session) and must still start, as on the
+// stock daemon: same output through the terminal and the same exit status.
+func testSrunPtyTwoTasks(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "pty2")
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		script := fmt.Sprintf(`log_user 1
+set timeout %d
+spawn srun -p %s -N1 -n2 -w %s --pty sh -c {echo PT$SLURM_PROCID; sleep 1}
+expect {
+	eof {}
+	timeout { puts "\nEXPECT: srun did not end"; exit 4 }
+}
+lassign [wait] pid spawnid oserr status
+puts "\nSRUN-EXIT $status"
+`, expectStepTimeout, srunPartition, node(c, 0))
+		return withSlot(c, func() cluster.Result { return c.Expect(t, user, dirs[c], script, ptyTimeout) })
+	})
+	got := map[*cluster.Cluster]string{}
+	for _, x := range []struct {
+		c *cluster.Cluster
+		r cluster.Result
+	}{{p.ref, ref}, {p.sut, sut}} {
+		m := srunExitRe.FindStringSubmatch(x.r.Stdout)
+		if x.r.ExitCode != 0 || m == nil {
+			t.Errorf("%s: the expect session failed: %v; terminal:\n%s", p.label(x.c), x.r, clipOut(x.r.Stdout))
+			continue
+		}
+		got[x.c] = fmt.Sprintf("exit %s, PT0 %v, PT1 %v", m[1], strings.Contains(x.r.Stdout, "PT0"), strings.Contains(x.r.Stdout, "PT1"))
+	}
+	if got[p.ref] != got[p.sut] {
+		t.Errorf("srun -n2 --pty: reference %q, under test %q", got[p.ref], got[p.sut])
+	}
+	t.Logf("srun -n2 --pty: %s", got[p.sut])
+}

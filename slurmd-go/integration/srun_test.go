@@ -109,6 +109,7 @@ func testSrunAsUser(t *testing.T, p pair, user string) {
 		subtest{"KilledBySignal", func(t *testing.T) { testSrunKilled(t, p, user) }},
 		subtest{"Stdin", func(t *testing.T) { testSrunStdin(t, p, user) }},
 		subtest{"Pty", func(t *testing.T) { testSrunPty(t, p, user) }},
+		subtest{"PtyTwoTasks", func(t *testing.T) { testSrunPtyTwoTasks(t, p, user) }},
 		subtest{"TaskScripts", func(t *testing.T) { testSrunTaskScripts(t, p, user) }},
 		subtest{"MultiProg", func(t *testing.T) { testSrunMultiProg(t, p, user) }},
 		subtest{"LabelledFiles", func(t *testing.T) { testSrunLabelledFiles(t, p, user) }},

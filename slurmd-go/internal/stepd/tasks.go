@@ -235,9 +235,13 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		cmd.ExtraFiles = []*os.File{cfgR}
 		cmd.Env = []string{}
 		// Every task joins the first task's process group (mgr.c
-		// _fork_all_tasks), so that a terminal signal reaches all.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
-		if s.pty != nil && i == 0 {
+		// _fork_all_tasks), so that a terminal signal reaches all. With a
+		// PTY task 0 leads its own session, where no other task can join
+		// its group: as slurmstepd, the others stay in the step manager's.
+		switch {
+		case s.pty == nil:
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		case i == 0:
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		}
 		exitCh, err := s.reaper.Start(cmd)
