@@ -5,8 +5,14 @@
 # when a busy worker misses the stop deadline (golang/go#75804, fixed in Go 1.27): no failing
 # input is written and nothing reproduces. Such a run is repeated once; a target fails when it
 # writes a failing input to testdata/fuzz/<target>, or fails twice.
+#
+# Minimizing a new interesting input may take up to -fuzzminimizetime (60 s by default), far
+# past a 10 s -fuzztime: FuzzDecodeLaunchTasks's large seeds stalled its workers for most of
+# the run (0 execs/s) and ended in that deadline. Minimizing is bounded to a fraction of the
+# run; a failing input is still written, only less minimized.
 set -euo pipefail
 fuzztime=${1:-10s}
+minimizetime=${FUZZMINIMIZETIME:-2s}
 cd "$(dirname "$0")/.."
 fail=0
 
@@ -16,7 +22,7 @@ fuzz_one() { # dir fn
   local dir=$1 fn=$2 out before
   before=$(corpus_count "$dir/testdata/fuzz/$fn")
   out=$(mktemp)
-  if go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" "./$dir" 2>&1 | tee "$out"; then
+  if go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimizetime" "./$dir" 2>&1 | tee "$out"; then
     rm -f "$out"; return 0
   fi
   if [ "$(corpus_count "$dir/testdata/fuzz/$fn")" -eq "$before" ] && grep -q '^    context deadline exceeded$' "$out"; then

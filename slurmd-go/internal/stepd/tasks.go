@@ -165,11 +165,15 @@ func (s *Step) runTasks() {
 			}
 		}
 		s.mu.Unlock()
-		s.sendPendingExits()
 	}
+	// mgr.c job_manager: ending, every process killed and the I/O drained
+	// before srun hears of the last exits; a kill request that srun (-K)
+	// sends on an exit then writes no "CANCELLED" line to its stderr.
 	s.setState(stepapi.StateEnding)
 	s.killAll()
 	s.closeIO(IODrainTimeout)
+	for s.sendPendingExits() > 0 {
+	}
 	s.stepComplete()
 	s.closeSocket()
 	if s.cg != nil {
@@ -614,7 +618,12 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 			}
 		}
 		timer.Stop()
-		for s.sendPendingExits() > 0 {
+		// Partial reports only: the last one waits until the step is
+		// ending and its I/O is drained (runTasks), as in stock, so a
+		// signal that srun sends on it finds the step ending.
+		if left > 0 {
+			for s.sendPendingExits() > 0 {
+			}
 		}
 	}
 	s.checkOOM()
