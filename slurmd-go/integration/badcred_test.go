@@ -99,14 +99,21 @@ func TestLaunch_BadCredentials(t *testing.T) {
 	}
 	p := rawPeer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Nodes[0].Port)), m: m}
 	node := c.Nodes[0].Name
-	send := func(t *testing.T, l *slurmproto.LaunchTasks) uint32 {
+	// sendAs sends the launch with the RPC's munge credential from user ("": root).
+	sendAs := func(t *testing.T, user string, l *slurmproto.LaunchTasks) uint32 {
 		t.Helper()
 		body, err := slurmproto.EncodeBody(slurmproto.Version2205, l)
 		if err != nil {
 			t.Fatal(err)
 		}
+		f := p.frame(t, slurmproto.Version2205, slurmproto.RequestLaunchTasks, body, nil)
+		if user != "" {
+			payload := auth.Payload(slurmproto.Version2205, uint16(slurmproto.RequestLaunchTasks), body, auth.HashK12)
+			f = slurmproto.EncodeMessage(slurmproto.Header{Version: slurmproto.Version2205, MsgType: slurmproto.RequestLaunchTasks},
+				slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: mungeAs(t, user, payload)}, body)
+		}
 		// Both daemons answer a launch, refused or not, with RESPONSE_SLURM_RC_MSG.
-		r := p.send(t, p.frame(t, slurmproto.Version2205, slurmproto.RequestLaunchTasks, body, nil))
+		r := p.send(t, f)
 		if r == nil || r.Header.MsgType != slurmproto.ResponseSlurmRCMsg {
 			t.Fatalf("reply %+v, want RESPONSE_SLURM_RC_MSG", r)
 		}
@@ -116,6 +123,7 @@ func TestLaunch_BadCredentials(t *testing.T) {
 		}
 		return b.(*slurmproto.ReturnCodeMsg).RC
 	}
+	send := func(t *testing.T, l *slurmproto.LaunchTasks) uint32 { t.Helper(); return sendAs(t, "", l) }
 	const firstJob = 990001
 	for i, tc := range []struct {
 		name  string
@@ -179,6 +187,21 @@ func TestLaunch_BadCredentials(t *testing.T) {
 		signCred(t, m, l.Cred, nil) // a fresh munge signature: only slurmd's own record can tell
 		if got := send(t, l); got != slurmproto.ESlurmdCredentialReplayed {
 			t.Fatalf("second: rc %s, want ESLURMD_CREDENTIAL_REPLAYED", slurmproto.RCName(got))
+		}
+	})
+	// An ordinary user may only launch its own steps: a sound root credential sent by it
+	// is refused before the credential is looked at, so it is not used up; root's own
+	// launch of it afterwards reaches the credential checks (and is refused only for the
+	// uid spoiled to keep the step from running), not refused as replayed.
+	t.Run("an ordinary user sends a root step", func(t *testing.T) {
+		l := launchFor(t, node, firstJob+200)
+		signCred(t, m, l.Cred, nil)
+		if got := sendAs(t, cluster.TestUser, l); got != slurmproto.ESlurmUserIDMissing {
+			t.Fatalf("from %s: rc %s (%d), want ESLURM_USER_ID_MISSING", cluster.TestUser, slurmproto.RCName(got), got)
+		}
+		l.UID = 1
+		if got := send(t, l); got != slurmproto.ESlurmdInvalidJobCredential {
+			t.Fatalf("then from root: rc %s (%d), want ESLURMD_INVALID_JOB_CREDENTIAL (the credential unused)", slurmproto.RCName(got), got)
 		}
 	})
 	t.Run("nothing started, still serving", func(t *testing.T) {
