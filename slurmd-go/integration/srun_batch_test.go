@@ -28,7 +28,7 @@ func srunJob(t *testing.T, p pair, name, script string, argsFor func(c *cluster.
 		if f["JobState"] != "COMPLETED" || f["ExitCode"] != "0:0" {
 			t.Errorf("%s: job %s %s ExitCode=%s, want COMPLETED 0:0; output:\n%s", p.label(j.c), j.id, f["JobState"], f["ExitCode"], text)
 		}
-		out[j.c] = sortedLines(srunNormalizer(j.c, map[string]string{j.id: "<JOB>"})(text))
+		out[j.c] = dropSrunRaces(t, p.label(j.c), sortedLines(srunNormalizer(j.c, map[string]string{j.id: "<JOB>"})(text)))
 	}
 	return out[p.ref], out[p.sut]
 }
