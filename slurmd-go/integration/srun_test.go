@@ -28,16 +28,19 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -47,21 +50,25 @@ import (
 
 // Named bounds and values of the srun tests.
 const (
-	srunTimeout       = 60 * time.Second        // one short srun: allocation, launch, tasks, exit
-	srunBulkTimeout   = 150 * time.Second       // bulkSize through srun (stock: ~5 s alone, ~15 s under load)
-	srunJobTimeout    = 90 * time.Second        // a batch job that runs steps is COMPLETED
-	stepRunTimeout    = 60 * time.Second        // a background srun's task runs (it may wait for its allocation meanwhile)
-	sigintExitTimeout = 20 * time.Second        // srun ends after the second SIGINT (stock: at once)
-	taskGoneTimeout   = 30 * time.Second        // no process of an ended step is left
-	bgStepTimeout     = 2 * time.Minute         // a background srun: stepRunTimeout plus what the test does meanwhile
-	ptyTimeout        = 2 * time.Minute         // the whole expect session
-	expectStartTime   = 60                      // seconds for the first prompt (srun may wait for its allocation)
-	expectStepTimeout = 20                      // seconds, each later step of the expect script
-	sigintGap         = 200 * time.Millisecond  // Ctrl-C Ctrl-C: srun aborts on a second SIGINT within 1 s
-	procPoll          = 100 * time.Millisecond  // polling for processes and output
-	bulkSize          = 100 << 20               // bytes through srun's stdin and stdout
-	bulkSeed          = "srun-bulk-stream-seed" // 32 bytes: the ChaCha8 seed of the stream
-	concurrentSteps   = 20                      // steps at once in one job
+	srunTimeout         = 60 * time.Second        // one short srun: allocation, launch, tasks, exit
+	srunBulkTimeout     = 150 * time.Second       // bulkSize through srun (stock: ~5 s alone, ~15 s under load)
+	srunJobTimeout      = 90 * time.Second        // a batch job that runs steps is COMPLETED
+	stepRunTimeout      = 60 * time.Second        // a background srun's task runs (it may wait for its allocation meanwhile)
+	sigintExitTimeout   = 20 * time.Second        // srun ends after the second SIGINT (stock: at once)
+	taskGoneTimeout     = 30 * time.Second        // no process of an ended step is left
+	bgStepTimeout       = 2 * time.Minute         // a background srun: stepRunTimeout plus what the test does meanwhile
+	ptyTimeout          = 2 * time.Minute         // the whole expect session
+	expectStartTime     = 60                      // seconds for the first prompt (srun may wait for its allocation)
+	expectStepTimeout   = 20                      // seconds, each later step of the expect script
+	sigintGap           = 200 * time.Millisecond  // Ctrl-C Ctrl-C: srun aborts on a second SIGINT within 1 s
+	procPoll            = 100 * time.Millisecond  // polling for processes and output
+	bulkSize            = 100 << 20               // bytes through srun's stdin and stdout
+	bulkSeed            = "srun-bulk-stream-seed" // 32 bytes: the ChaCha8 seed of the stream
+	stallAt             = 1 << 20                 // srun's stdout is left unread after this many bytes...
+	stallQuiet          = 2 * time.Second         // ...until srun has taken no stdin for this long...
+	stallPlateauTimeout = 60 * time.Second        // ...or this long has passed
+	stallStepdRSS       = 32 << 20                // the step manager's memory meanwhile (bytes; ~7 MiB idle)
+	concurrentSteps     = 20                      // steps at once in one job
 
 	srunPartition = "srun"
 )
@@ -439,7 +446,76 @@ func (w *countingHash) Write(b []byte) (int, error) {
 	return w.h.Write(b)
 }
 
-// testSrunStdinBulk: 100 MiB through `srun -n1 cat` arrive intact.
+// countingReader counts what srun has taken of its stdin.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// stallingWriter is a countingHash that, once stallAt bytes are through, runs stall
+// before it takes more: meanwhile nobody reads srun's stdout.
+type stallingWriter struct {
+	countingHash
+	stallAt int64
+	stall   func(written int64)
+	stalled bool
+}
+
+func (w *stallingWriter) Write(b []byte) (int, error) {
+	if !w.stalled && w.n >= w.stallAt {
+		w.stalled = true
+		w.stall(w.n)
+	}
+	return w.countingHash.Write(b)
+}
+
+// stallReport is what the stream looked like while srun's stdout was not read.
+type stallReport struct {
+	plateau  bool  // srun stopped taking stdin
+	taken    int64 // stdin bytes srun had taken then
+	inFlight int64 // taken minus the stdout bytes read before the stall
+	stepdRSS int64 // KiB, the step manager of the task
+}
+
+// stepManagerRSS is the VmRSS (KiB) of the parent of the one process whose command
+// line starts with marker: the step manager of that task, on either daemon.
+func stepManagerRSS(marker string) (int64, error) {
+	out, err := exec2("pgrep", "-f", "^"+marker)
+	pids := strings.Fields(out)
+	if err != nil || len(pids) != 1 {
+		return 0, fmt.Errorf("pgrep -f ^%s: %q %v", marker, out, err)
+	}
+	stat, err := os.ReadFile("/proc/" + pids[0] + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so count from its closing paren.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("short /proc/%s/stat", pids[0])
+	}
+	status, err := os.ReadFile("/proc/" + f[1] + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%s/status", f[1])
+}
+
+// testSrunStdinBulk: 100 MiB through `srun -n1 cat` arrive intact, also when srun's
+// stdout is not read for a while after the first MiB. Meanwhile the stream stops
+// (back-pressure reaches srun's stdin before the stream's end) and the step manager
+// does not hold the output: its memory stays under stallStepdRSS.
 func testSrunStdinBulk(t *testing.T, p pair) {
 	want := sha256.New()
 	if _, err := io.Copy(want, bulkStream()); err != nil {
@@ -448,15 +524,31 @@ func testSrunStdinBulk(t *testing.T, p pair) {
 	wantSum := hex.EncodeToString(want.Sum(nil))
 	dirs := workDirs(t, p, "root", "bulk")
 	type run struct {
-		r   cluster.Result
-		out *countingHash
+		r     cluster.Result
+		out   *stallingWriter
+		stall stallReport
+		err   error
 	}
 	ref, sut := onBoth(p, func(c *cluster.Cluster) run {
-		out := &countingHash{h: sha256.New()}
-		bc := srunCmd("root", dirs[c], srunBulkTimeout, "-n1", "cat")
-		bc.StdinReader = bulkStream()
-		bc.Stdout = out
-		return run{c.RunClient(t, bc), out}
+		marker := "bulkcat-" + c.Name
+		in := &countingReader{r: bulkStream()}
+		x := run{}
+		x.out = &stallingWriter{countingHash: countingHash{h: sha256.New()}, stallAt: stallAt, stall: func(written int64) {
+			last, since := in.n.Load(), time.Now()
+			for deadline := time.Now().Add(stallPlateauTimeout); time.Since(since) < stallQuiet && time.Now().Before(deadline); {
+				time.Sleep(procPoll)
+				if n := in.n.Load(); n != last {
+					last, since = n, time.Now()
+				}
+			}
+			x.stall = stallReport{plateau: time.Since(since) >= stallQuiet, taken: last, inFlight: last - written}
+			x.stall.stepdRSS, x.err = stepManagerRSS(marker)
+		}}
+		bc := srunCmd("root", dirs[c], srunBulkTimeout, "-n1", "bash", "-c", "exec -a "+marker+" cat")
+		bc.StdinReader = in
+		bc.Stdout = x.out
+		x.r = c.RunClient(t, bc)
+		return x
 	})
 	wantExit(t, p, ref.r, sut.r, 0)
 	for _, x := range []struct {
@@ -464,10 +556,23 @@ func testSrunStdinBulk(t *testing.T, p pair) {
 		r run
 	}{{p.ref, ref}, {p.sut, sut}} {
 		got := hex.EncodeToString(x.r.out.h.Sum(nil))
-		t.Logf("%s: %d bytes through srun in %v", p.label(x.c), x.r.out.n, x.r.r.Elapsed.Round(time.Millisecond))
+		st := x.r.stall
+		t.Logf("%s: %d bytes through srun in %v; stdout unread after %d bytes: srun stopped taking stdin %v, at %d bytes (%.1f MiB in flight), step manager VmRSS %d KiB",
+			p.label(x.c), x.r.out.n, x.r.r.Elapsed.Round(time.Millisecond), stallAt, st.plateau, st.taken, float64(st.inFlight)/(1<<20), st.stepdRSS)
 		if x.r.out.n != bulkSize || got != wantSum {
 			t.Errorf("%s: srun printed %d bytes with sha256 %s, want the %d bytes of its stdin (sha256 %s)",
 				p.label(x.c), x.r.out.n, got, bulkSize, wantSum)
+		}
+		if !x.r.out.stalled {
+			continue // reported above: too little output
+		}
+		if !st.plateau || st.taken >= bulkSize {
+			t.Errorf("%s: with srun's stdout unread, srun still took stdin (%d of %d bytes, stopped: %v): no back-pressure", p.label(x.c), st.taken, bulkSize, st.plateau)
+		}
+		if x.r.err != nil {
+			t.Errorf("%s: step manager memory: %v", p.label(x.c), x.r.err)
+		} else if x.c == p.sut && st.stepdRSS > stallStepdRSS>>10 {
+			t.Errorf("%s: step manager VmRSS %d KiB with srun's stdout unread, want at most %d KiB (its output queue is bounded)", p.label(x.c), st.stepdRSS, stallStepdRSS>>10)
 		}
 	}
 	sameLines(t, p, "stderr", ref.r.Stderr, sut.r.Stderr, []string{})
