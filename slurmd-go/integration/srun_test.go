@@ -64,6 +64,7 @@ const (
 	procPoll            = 100 * time.Millisecond  // polling for processes and output
 	bulkSize            = 100 << 20               // bytes through srun's stdin and stdout
 	bulkSeed            = "srun-bulk-stream-seed" // 32 bytes: the ChaCha8 seed of the stream
+	unbufferedGap       = 4 * time.Second         // between the two halves of a line (testSrunBuffering)
 	stallAt             = 1 << 20                 // srun's stdout is left unread after this many bytes...
 	stallQuiet          = 2 * time.Second         // ...until srun has taken no stdin for this long...
 	stallPlateauTimeout = 60 * time.Second        // ...or this long has passed
@@ -99,6 +100,7 @@ func TestSrun(t *testing.T) {
 		subtest{"SattachSstat", func(t *testing.T) { testSrunSattach(t, p) }},
 		subtest{"KillOnBadExit", func(t *testing.T) { testSrunKillOnBadExit(t, p) }},
 		subtest{"TimeLimit", func(t *testing.T) { testSrunTimeLimit(t, p) }},
+		subtest{"Buffering", func(t *testing.T) { testSrunBuffering(t, p) }},
 	)
 	// Alone, each: 2x20 steps starting at once, and two 100 MiB streams, keep this
 	// machine's 2 CPUs so busy that step launches beside them time out
@@ -380,6 +382,74 @@ func clipOut(s string) string {
 		return s[:2000] + "..."
 	}
 	return s
+}
+
+// timedWriter records when each piece of srun's stdout arrived.
+type timedWriter struct {
+	mu     sync.Mutex
+	text   strings.Builder
+	firsts map[string]time.Time // a watched word -> when it first arrived
+	watch  []string
+}
+
+func (w *timedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.text.Write(b)
+	for _, word := range w.watch {
+		if _, ok := w.firsts[word]; !ok && strings.Contains(w.text.String(), word) {
+			w.firsts[word] = time.Now()
+		}
+	}
+	return len(b), nil
+}
+
+// testSrunBuffering: a task prints a word without a newline, then the rest of the
+// line unbufferedGap later. By default (LAUNCH_BUFFERED_IO) the step manager holds
+// the partial line, so srun prints both at once; with -u it passes the word on at
+// once. Both daemons, same output.
+func testSrunBuffering(t *testing.T, p pair) {
+	dirs := workDirs(t, p, "root", "buffering")
+	script := fmt.Sprintf("printf head; sleep %d; echo ' tail'", int(unbufferedGap/time.Second))
+	for _, mode := range []struct {
+		name     string
+		args     []string
+		separate bool // head arrives well before tail
+	}{{"buffered", nil, false}, {"unbuffered", []string{"-u"}, true}} {
+		type run struct {
+			r   cluster.Result
+			gap time.Duration
+			ok  bool
+		}
+		ref, sut := onBoth(p, func(c *cluster.Cluster) run {
+			w := &timedWriter{firsts: map[string]time.Time{}, watch: []string{"head", "tail"}}
+			args := append(append([]string{"-n1", "-w", node(c, 0)}, mode.args...), "bash", "-c", script)
+			bc := srunCmd("root", dirs[c], srunTimeout, args...)
+			bc.Stdout = w
+			r := withSlot(c, func() cluster.Result { return c.RunClient(t, bc) })
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			r.Stdout = w.text.String()
+			h, okh := w.firsts["head"]
+			tl, okt := w.firsts["tail"]
+			return run{r, tl.Sub(h), okh && okt}
+		})
+		wantExit(t, p, ref.r, sut.r, 0)
+		sameLines(t, p, mode.name+" stdout", ref.r.Stdout, sut.r.Stdout, []string{"head tail"})
+		for _, x := range []struct {
+			c *cluster.Cluster
+			r run
+		}{{p.ref, ref}, {p.sut, sut}} {
+			t.Logf("%s: %s: 'tail' printed %v after 'head'", p.label(x.c), mode.name, x.r.gap.Round(time.Millisecond))
+			if !x.r.ok {
+				continue // the output check above reports it
+			}
+			if separate := x.r.gap >= unbufferedGap/2; separate != mode.separate {
+				t.Errorf("%s: %s: 'tail' came %v after 'head', want %s", p.label(x.c), mode.name, x.r.gap,
+					map[bool]string{true: "the partial line passed on at once", false: "the line held until its end"}[mode.separate])
+			}
+		}
+	}
 }
 
 // testSrunExitCode: srun returns the task's exit status and reports it on stderr.
