@@ -101,6 +101,7 @@ func TestSrun(t *testing.T) {
 		subtest{"KillOnBadExit", func(t *testing.T) { testSrunKillOnBadExit(t, p) }},
 		subtest{"TimeLimit", func(t *testing.T) { testSrunTimeLimit(t, p) }},
 		subtest{"Buffering", func(t *testing.T) { testSrunBuffering(t, p) }},
+		subtest{"MPIPlugin", func(t *testing.T) { testSrunMPIPlugin(t, p) }},
 	)
 	// Alone, each: 2x20 steps starting at once, and two 100 MiB streams, keep this
 	// machine's 2 CPUs so busy that step launches beside them time out
@@ -448,6 +449,26 @@ func testSrunBuffering(t *testing.T, p pair) {
 				t.Errorf("%s: %s: 'tail' came %v after 'head', want %s", p.label(x.c), mode.name, x.r.gap,
 					map[bool]string{true: "the partial line passed on at once", false: "the line held until its end"}[mode.separate])
 			}
+		}
+	}
+}
+
+// testSrunMPIPlugin: `srun --mpi=pmi2` runs a task that does not use PMI as on stock
+// (output and exit); slurmd-go, which hosts no PMI server, says so in the node's log.
+func testSrunMPIPlugin(t *testing.T, p pair) {
+	dirs := workDirs(t, p, "root", "mpi")
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, "root", dirs[c], "", "--mpi=pmi2", "-n1", "-w", node(c, 0), "sh", "-c", "echo rank $SLURM_PROCID")
+	})
+	wantExit(t, p, ref, sut, 0)
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, []string{"rank 0"})
+	for _, c := range p.both() {
+		if c.Impl != cluster.ImplGo {
+			continue
+		}
+		logText := readFileQuiet(c.NodeLog(node(c, 0)))
+		if !strings.Contains(logText, "MPI plugin not hosted by slurmd-go") || !strings.Contains(logText, "mpi=pmi2") {
+			t.Errorf("%s: %s's log does not say that the pmi2 plugin is not hosted", p.label(c), node(c, 0))
 		}
 	}
 }

@@ -118,6 +118,16 @@ func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, e
 	if m.OrigAddr.AddrPort.IsValid() {
 		s.env.Overwrite("SLURM_SRUN_COMM_HOST", m.OrigAddr.AddrPort.Addr().String())
 	}
+	// slurmd-go hosts no MPI plugin's PMI server in the step manager (see the
+	// RFC's compatibility limits): non-MPI tasks run as under stock, MPI ones
+	// find no PMI. Said once per step so an admin can tell why.
+	if id := m.MPIPluginID; id != 0 && id != slurmproto.NoVal && id != slurmproto.MPIPluginNone {
+		name := slurmproto.MPIPluginName(id)
+		if name == "" {
+			name = strconv.FormatUint(uint64(id), 10)
+		}
+		s.log.Warn("MPI plugin not hosted by slurmd-go: tasks run without its PMI server", "mpi", name)
+	}
 	// mpi_process_env: "none" is not left in the tasks' environment.
 	if v, ok := s.env.Get("SLURM_MPI_TYPE"); ok && v == "none" {
 		s.env.Unset("SLURM_MPI_TYPE")

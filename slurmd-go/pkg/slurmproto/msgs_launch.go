@@ -54,6 +54,32 @@ type JobOption struct {
 	Arg  string
 }
 
+// MPI plugin ids of launch_tasks_request_msg_t.mpi_plugin_id (slurm_mpi.h).
+const (
+	MPIPluginNone       uint32 = 101
+	MPIPluginPMI2       uint32 = 102
+	MPIPluginCrayShasta uint32 = 103
+	MPIPluginPMIx2      uint32 = 104
+	MPIPluginPMIx3      uint32 = 105
+	MPIPluginPMIx4      uint32 = 106
+	MPIPluginPMIx5      uint32 = 107
+)
+
+// MPIPluginName is the plugin's name as srun --mpi spells it ("" if unknown).
+func MPIPluginName(id uint32) string {
+	switch id {
+	case MPIPluginNone:
+		return "none"
+	case MPIPluginPMI2:
+		return "pmi2"
+	case MPIPluginCrayShasta:
+		return "cray_shasta"
+	case MPIPluginPMIx2, MPIPluginPMIx3, MPIPluginPMIx4, MPIPluginPMIx5:
+		return "pmix"
+	}
+	return ""
+}
+
 // LaunchTasks is launch_tasks_request_msg_t, REQUEST_LAUNCH_TASKS (srun →
 // every node of the step, tree-forwarded), 22.05 layout. Fields are in wire
 // order. See the package doc for the string convention.
