@@ -21,7 +21,9 @@ type Jobs interface {
 	StepStat(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
 	StepPids(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
 	Reattach(ctx context.Context, req *slurmproto.ReattachTasks, uid uint32, privileged bool, orig slurmproto.Addr) *slurmproto.ReattachTasksResponse
-	LaunchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks) uint32
+	// LaunchTasks returns the rc for srun and what to do once that answer was or was not
+	// sent (credential record).
+	LaunchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks) (uint32, func(error))
 }
 
 // JobRoutes returns the routes of the batch-job RPCs. privileged tells
@@ -40,8 +42,8 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 		}},
 		slurmproto.RequestLaunchTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			// srun waits for the step manager: answered once it is ready.
-			rc := j.LaunchTasks(ctx, req.Header.Version, req.UID, privileged(req.UID), req.Orig, req.Body.(*slurmproto.LaunchTasks))
-			return rpc.Reply{Body: slurmproto.ReturnCodeMsg{RC: rc}}, nil
+			rc, sent := j.LaunchTasks(ctx, req.Header.Version, req.UID, privileged(req.UID), req.Orig, req.Body.(*slurmproto.LaunchTasks))
+			return rpc.Reply{Body: slurmproto.ReturnCodeMsg{RC: rc}, Sent: sent}, nil
 		}},
 		slurmproto.RequestJobStepStat: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			id := req.Body.(*slurmproto.StepIDMsg).StepID

@@ -2,6 +2,7 @@ package jobmgr
 
 import (
 	"context"
+	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/credverify"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
@@ -14,7 +15,34 @@ import (
 // checks the requester and the credential, runs the Prolog on a job's
 // first step, starts the step manager and returns the rc that srun gets
 // once the step manager is ready (its socket exists).
-func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks) uint32 {
+func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks) (uint32, func(error)) {
+	var recorded *credKey // the credential this request entered in the record
+	rc := m.launchTasks(ctx, version, reqUID, privileged, orig, msg, &recorded)
+	return rc, m.launchReplied(msg.StepID, rc, recorded)
+}
+
+// launchReplied is what req.c does once the launch's answer was or was not sent:
+// unsent, the credential this request recorded is forgotten again (slurm_cred_rewind),
+// so that srun may retry with it; sent for a successful launch, the record is saved so
+// that a restarted daemon still refuses a replay (save_cred_state).
+func (m *Manager) launchReplied(step slurmproto.StepID, rc uint32, recorded *credKey) func(error) {
+	return func(err error) {
+		if err != nil {
+			m.log.Error("unable to send the launch reply", "job_id", step.JobID, "step_id", step.StepID, "rc", slurmproto.RCName(rc), "rewind", recorded != nil, "error", err)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		switch {
+		case err != nil && recorded != nil:
+			delete(m.creds, *recorded)
+			m.saveStateLocked()
+		case err == nil && rc == 0:
+			m.saveStateLocked()
+		}
+	}
+}
+
+func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32, privileged bool, orig slurmproto.Addr, msg *slurmproto.LaunchTasks, recorded **credKey) uint32 {
 	cfg := m.cfg()
 	log := m.log.With("job_id", msg.StepID.JobID, "step_id", msg.StepID.StepID)
 	nodes, err := hostlist.Parse(slurmproto.CString(msg.CompleteNodelist))
@@ -43,7 +71,14 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 	if nodeID < len(msg.TasksToLaunch) {
 		tasks = int(msg.TasksToLaunch[nodeID])
 	}
-	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire, Seen: m.credSeen}
+	seen := func(step slurmproto.StepID, ctime, expires time.Time) bool {
+		if m.credSeen(step, ctime, expires) {
+			return true
+		}
+		*recorded = &credKey{step: step, ctime: ctime.Unix()}
+		return false
+	}
+	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire, Seen: seen}
 	chk, err := v.Verify(ctx, msg.Cred, credverify.Want{Step: msg.StepID, UID: msg.UID, GID: msg.GID, NodeName: cfg.NodeName}, tasks, m.nodeCPUs())
 	if err != nil {
 		log.Error("invalid job credential", "requester_uid", reqUID, "host", host, "error", err)
@@ -92,10 +127,6 @@ func (m *Manager) LaunchTasks(ctx context.Context, version uint16, reqUID uint32
 		log.Error("step launch failed", "error", err)
 		return stepapi.RC(err)
 	}
-	// A restarted daemon must still refuse this credential.
-	m.mu.Lock()
-	m.saveStateLocked()
-	m.mu.Unlock()
 	if m.revoked(msg.StepID.JobID) {
 		log.Info("job killed while its step was starting")
 		m.terminateSteps(ctx, msg.StepID.JobID)

@@ -2,6 +2,7 @@ package jobmgr
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,5 +77,38 @@ func TestCredSeen(t *testing.T) {
 	}
 	if m2.credSeen(gone, ctime.Add(-time.Hour), ctime.Add(-time.Minute)) {
 		t.Error("an expired credential was kept across the restart")
+	}
+}
+
+// TestLaunchReplied: once a launch's answer could not be sent, the credential that launch
+// recorded is forgotten (slurm_cred_rewind), in memory and in the state file, so srun's
+// retry is not a replay; one recorded by an earlier launch stays. A successful launch
+// whose answer went out saves the record (save_cred_state).
+func TestLaunchReplied(t *testing.T) {
+	spool := t.TempDir()
+	m := testManager(t, "SlurmdSpoolDir="+spool+"\n")
+	ctime := time.Now().Truncate(time.Second)
+	exp := ctime.Add(2 * time.Minute)
+	sent := slurmproto.StepID{JobID: 50, StepID: 0, StepHetComp: slurmproto.NoVal}
+	lost := slurmproto.StepID{JobID: 51, StepID: 0, StepHetComp: slurmproto.NoVal}
+	for _, st := range []slurmproto.StepID{sent, lost} {
+		if m.credSeen(st, ctime, exp) {
+			t.Fatal("first use reported as a replay")
+		}
+	}
+	m.launchReplied(sent, 0, &credKey{step: sent, ctime: ctime.Unix()})(nil)
+	m.launchReplied(lost, 0, &credKey{step: lost, ctime: ctime.Unix()})(errors.New("connection reset by peer"))
+	// A replay refused before anything was recorded rewinds nothing.
+	m.launchReplied(sent, slurmproto.ESlurmdCredentialReplayed, nil)(errors.New("connection reset by peer"))
+
+	m2 := testManager(t, "SlurmdSpoolDir="+spool+"\n")
+	m2.Recover(context.Background(), false)
+	for _, mm := range []*Manager{m, m2} {
+		if !mm.credSeen(sent, ctime, exp) {
+			t.Error("the credential of the answered launch was forgotten")
+		}
+		if mm.credSeen(lost, ctime, exp) {
+			t.Error("the credential of the launch whose answer was lost is still recorded: srun's retry would be a replay")
+		}
 	}
 }

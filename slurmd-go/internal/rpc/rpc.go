@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -46,6 +47,10 @@ type Reply struct {
 	// daemon status, step stat, pids, reattach): the credential is
 	// restricted to the requester and the hash is always K12.
 	Copy bool
+	// Sent, if set, learns whether the reply reached the socket (nil) or not
+	// (rpcserver.OnReplySent); it runs on its own goroutine, and only for
+	// requests that an rpcserver serves.
+	Sent func(err error)
 }
 
 // NoReply is the reply of handlers that answer nothing.
@@ -220,7 +225,10 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	rep, err := route.Handle(ctx, req)
 	if err != nil {
 		log.Debug("request failed", "uid", cred.UID, "error", err)
-		rep = Reply{Body: slurmproto.ReturnCode{RC: ErrorToRC(err)}}
+		rep = Reply{Body: slurmproto.ReturnCode{RC: ErrorToRC(err)}, Sent: rep.Sent}
+	}
+	if rep.Sent != nil {
+		rpcserver.OnReplySent(ctx, rep.Sent)
 	}
 	return d.finish(ctx, h, pending, rep.Body, rep.Copy, cred.UID, kind, peer)
 }

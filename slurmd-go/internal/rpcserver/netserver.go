@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -211,7 +212,16 @@ func (s *NetServer) serveConn(c net.Conn, st *netConnSt, p *pool) {
 	// Further input on this connection is ignored: it is never read again.
 	replyCh := make(chan []byte, 1)
 	j := &job{frame: frame, peer: peer, deadline: deadline}
-	j.done = func(reply []byte, _ bool) { replyCh <- reply }
+	// handoff: 0 waiting, 1 reply handed to this goroutine, 2 this goroutine left without
+	// it (deadline, shutdown): then done itself reports the reply as not sent.
+	var handoff atomic.Int32
+	j.done = func(reply []byte, _ bool) {
+		if handoff.CompareAndSwap(0, 1) {
+			replyCh <- reply
+			return
+		}
+		j.report(ErrNotSent)
+	}
 	if !p.trySubmit(j) {
 		s.stats.rejected.Add(1)
 		if reply := s.d.Overloaded(frame, peer); reply != nil {
@@ -221,19 +231,33 @@ func (s *NetServer) serveConn(c net.Conn, st *netConnSt, p *pool) {
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	write := func(reply []byte) {
+		if reply == nil {
+			j.report(ErrNotSent)
+			return
+		}
+		_, err := c.Write(reply)
+		if err != nil && isTimeout(err) {
+			s.stats.timeouts.Add(1)
+		}
+		j.report(err)
+	}
 	select {
 	case reply := <-replyCh:
-		if reply != nil {
-			if _, err := c.Write(reply); err != nil && isTimeout(err) {
-				s.stats.timeouts.Add(1)
-			}
-		}
+		write(reply)
 	case <-timer.C:
+		if !handoff.CompareAndSwap(0, 2) {
+			write(<-replyCh) // the reply came at the deadline: it is on its way
+			return
+		}
 		s.stats.timeouts.Add(1)
 		if s.log.IsDebug() {
 			s.log.Debug("handler late; closing", "peer", peer)
 		}
 	case <-s.base.Done():
+		if !handoff.CompareAndSwap(0, 2) {
+			write(<-replyCh)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +20,10 @@ type job struct {
 	// when the deadline passed while the job was queued (Serve not called). It must not block
 	// for long: it only hands the reply to the connection's owner.
 	done func(reply []byte, expired bool)
+	// sent is the OnReplySent callback; set by Serve's goroutine, read by whoever writes
+	// the reply after done (ordered by done's hand-off).
+	sent     func(err error)
+	reported atomic.Bool
 }
 
 // pool is the bounded worker pool shared by both server kinds: Workers goroutines draining a
@@ -113,6 +118,7 @@ func (p *pool) run(j *job) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(p.base, j.deadline)
+	ctx = context.WithValue(ctx, sentKey{}, j)
 	p.stats.inFlight.Add(1)
 	reply := p.serve(ctx, j)
 	p.stats.inFlight.Add(-1)

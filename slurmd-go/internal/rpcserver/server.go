@@ -476,7 +476,7 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	ls.push(&ls.dispatched, st)
 
 	j := &job{frame: frame, peer: st.peer, deadline: st.deadline}
-	j.done = func(reply []byte, _ bool) { s.complete(st, reply) }
+	j.done = func(reply []byte, _ bool) { s.complete(st, j, reply) }
 	if s.pool.trySubmit(j) {
 		return gnet.None
 	}
@@ -490,10 +490,12 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.Close
 }
 
-// complete runs on a worker: write the reply (or close) through the loop.
-func (s *Server) complete(st *connState, reply []byte) {
+// complete runs on a worker: write the reply (or close) through the loop, and tell j's
+// OnReplySent callback how it went.
+func (s *Server) complete(st *connState, j *job, reply []byte) {
 	c, ls := st.c, st.ls
 	if reply == nil {
+		j.report(ErrNotSent)
 		_ = ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			if st.phase != phaseClosed {
 				ls.close(st)
@@ -505,8 +507,13 @@ func (s *Server) complete(st *connState, reply []byte) {
 	err := c.AsyncWrite(reply, func(c gnet.Conn, err error) error {
 		// On the loop. err != nil: the connection is already gone (pitfall 5).
 		if err != nil || st.phase == phaseClosed {
+			if err == nil {
+				err = ErrNotSent
+			}
+			j.report(err)
 			return nil
 		}
+		j.report(nil)
 		if c.OutboundBuffered() == 0 {
 			ls.close(st)
 			return nil
@@ -517,8 +524,11 @@ func (s *Server) complete(st *connState, reply []byte) {
 		ls.draining[st] = struct{}{}
 		return nil
 	})
-	if err != nil && s.log.IsDebug() {
-		s.log.Debug("reply not queued", "peer", st.peer, "error", err)
+	if err != nil {
+		j.report(err)
+		if s.log.IsDebug() {
+			s.log.Debug("reply not queued", "peer", st.peer, "error", err)
+		}
 	}
 }
 
