@@ -106,14 +106,8 @@ func TestLaunch_BadCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := p.frame(t, slurmproto.Version2205, slurmproto.RequestLaunchTasks, body, nil)
-		if user != "" {
-			payload := auth.Payload(slurmproto.Version2205, uint16(slurmproto.RequestLaunchTasks), body, auth.HashK12)
-			f = slurmproto.EncodeMessage(slurmproto.Header{Version: slurmproto.Version2205, MsgType: slurmproto.RequestLaunchTasks},
-				slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: mungeAs(t, user, payload)}, body)
-		}
 		// Both daemons answer a launch, refused or not, with RESPONSE_SLURM_RC_MSG.
-		r := p.send(t, f)
+		r := p.send(t, p.frameAs(t, user, slurmproto.Version2205, slurmproto.RequestLaunchTasks, body))
 		if r == nil || r.Header.MsgType != slurmproto.ResponseSlurmRCMsg {
 			t.Fatalf("reply %+v, want RESPONSE_SLURM_RC_MSG", r)
 		}

@@ -53,6 +53,17 @@ func (p rawPeer) frame(t *testing.T, version uint16, typ slurmproto.MsgType, bod
 		slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, body)
 }
 
+// frameAs is frame with the munge credential of an ordinary user (mungeAs); user "" is root.
+func (p rawPeer) frameAs(t *testing.T, user string, version uint16, typ slurmproto.MsgType, body []byte) []byte {
+	t.Helper()
+	if user == "" {
+		return p.frame(t, version, typ, body, nil)
+	}
+	payload := auth.Payload(version, uint16(typ), body, auth.HashK12)
+	return slurmproto.EncodeMessage(slurmproto.Header{Version: version, MsgType: typ},
+		slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: mungeAs(t, user, payload)}, body)
+}
+
 // send writes raw bytes and returns the reply (nil when the daemon closed
 // the connection without one).
 func (p rawPeer) send(t *testing.T, raw []byte) *slurmproto.Message {
@@ -175,9 +186,7 @@ func TestBadInput_DaemonKeepsServing(t *testing.T) {
 	})
 	t.Run("ping from an ordinary user", func(t *testing.T) {
 		c.Run(t, "", "true") // makes sure tieeuser exists
-		payload := auth.Payload(slurmproto.Version2205, uint16(slurmproto.RequestPing), nil, auth.HashK12)
-		f := slurmproto.EncodeMessage(slurmproto.Header{Version: slurmproto.Version2205, MsgType: slurmproto.RequestPing},
-			slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: mungeAs(t, cluster.TestUser, payload)}, nil)
+		f := p.frameAs(t, cluster.TestUser, slurmproto.Version2205, slurmproto.RequestPing, nil)
 		wantRC(t, c, p.send(t, f), slurmproto.ESlurmUserIDMissing, false)
 	})
 	t.Run("slow client is dropped", func(t *testing.T) {
