@@ -22,6 +22,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -42,7 +43,7 @@ const (
 	restartEndTimeout   = 90 * time.Second // a job ends after the restart (COMPLETING included)
 	restartSrunTimeout  = 3 * time.Minute  // the srun of a case, from start to end
 	ctldOutage          = 60 * time.Second // slurmctld is away this long
-	ctldStateSettle     = 3 * time.Second  // slurmctld saved the running jobs before its SIGKILL
+	ctldStateSave       = 20 * time.Second // slurmctld wrote its job state (it saves at most every 5 s, SAVE_MAX_WAIT)
 	ctldCompleteTimeout = 90 * time.Second // after slurmctld is back: every job ended, none COMPLETING
 	restartBatchExit    = 3
 	restartSrunExit     = 5
@@ -414,6 +415,26 @@ func testCtldOutage(t *testing.T) {
 	}
 }
 
+// ctldStateSaved makes slurmctld write its job state after everything the test started and
+// waits until it has: a job update (a Comment, which no check compares) schedules a save,
+// which slurmctld makes within SAVE_MAX_WAIT; the state file's mtime tells. A fixed pause
+// was not enough: under load stock's slurmctld was killed before it had saved three of the
+// four jobs, came back with a stale record of the fourth and held it (launch_failed_requeued_held).
+func ctldStateSaved(t *testing.T, c *cluster.Cluster, jobID string) {
+	t.Helper()
+	path := filepath.Join(c.Dir, "state", "job_state")
+	before := time.Now()
+	if out, errOut, err := c.Run(t, "", "scontrol", "update", "JobId="+jobID, "Comment=state-saved"); err != nil {
+		t.Fatalf("scontrol update JobId=%s: %v: %s%s", jobID, err, out, errOut)
+	}
+	if !poll(ctldStateSave, func() bool {
+		st, err := os.Stat(path)
+		return err == nil && st.ModTime().After(before)
+	}) {
+		t.Fatalf("slurmctld did not write %s within %v of a job update", path, ctldStateSave)
+	}
+}
+
 func runCtldOutage(t *testing.T, c *cluster.Cluster, jobs []*outageJob) {
 	user := cluster.TestUser
 	dir := c.WorkDir(t, user, "outage")
@@ -425,7 +446,7 @@ func runCtldOutage(t *testing.T, c *cluster.Cluster, jobs []*outageJob) {
 	}
 	// The step runs before slurmctld goes: srun needs it to start one.
 	waitFileContains(t, c, filepath.Join(dir, "step.out"), "1\n", restartRunTimeout)
-	time.Sleep(ctldStateSettle)
+	ctldStateSaved(t, c, jobs[0].id)
 	for _, j := range jobs {
 		if s, _ := readJobFile(t, filepath.Join(dir, j.name+".out")); strings.Contains(s, j.last) {
 			t.Fatalf("job %s ended before slurmctld went away; lengthen it", j.name)
