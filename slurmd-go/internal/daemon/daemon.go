@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,8 +40,31 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// Version is the Slurm version we speak and report.
-const Version = "22.05.8"
+// releaseVersions are the Slurm versions slurmd-go reports (registration,
+// scontrol show slurmd) when it speaks each release: those of the stock
+// daemons it is tested against.
+var releaseVersions = map[uint16]string{
+	slurmproto.Version2205: "22.05.8",
+	slurmproto.Version2411: "24.11.5",
+	slurmproto.Version2605: "26.05.5",
+}
+
+// versionString is the Slurm version reported when speaking protocol v
+// (22.05's before the controller's release is known).
+func versionString(v uint16) string {
+	if s, ok := releaseVersions[v]; ok {
+		return s
+	}
+	return releaseVersions[slurmproto.Version2205]
+}
+
+// ProtocolEnv pins the protocol release ("24.11") instead of negotiating
+// it with slurmctld.
+const ProtocolEnv = "TIEE_SLURM_PROTOCOL"
+
+// protocolFile, in SlurmdSpoolDir, keeps the release last negotiated, which
+// a restarted daemon tries first.
+const protocolFile = "slurmd-go.protocol"
 
 // Named timeouts.
 const (
@@ -83,7 +107,7 @@ type Daemon struct {
 // Main runs the daemon for the command line flags and returns the exit code.
 func Main(ctx context.Context, f config.Flags) int {
 	if f.PrintVersion {
-		fmt.Println("slurm " + Version)
+		fmt.Println("slurm " + versionString(slurmproto.Spoken()[0]))
 		return 0
 	}
 	cfg, err := config.Load(f)
@@ -165,7 +189,48 @@ func (d *Daemon) privileged(uid uint32) bool {
 }
 
 func (d *Daemon) settings(cfg *config.Config) rpc.Settings {
-	return rpc.Settings{SlurmUID: cfg.Conf.SlurmUserID, SlurmdUID: cfg.Conf.SlurmdUserID, HashPolicy: cfg.HashPolicy()}
+	return rpc.Settings{SlurmUID: cfg.Conf.SlurmUserID, SlurmdUID: cfg.Conf.SlurmdUserID, HashPolicy: cfg.HashPolicy(),
+		ReplyVersion: d.ctld.Version}
+}
+
+// setupProtocol pins the release from ProtocolEnv, or has the controller
+// client try the one an earlier daemon negotiated first, and saves every
+// release it settles on.
+func (d *Daemon) setupProtocol(spool string) error {
+	if s := os.Getenv(ProtocolEnv); s != "" {
+		v, err := slurmproto.ParseRelease(s)
+		if err != nil || !slurmproto.Speaks(v) {
+			return fmt.Errorf("daemon: %s=%q: not a release slurmd-go speaks (%s)", ProtocolEnv, s, releaseList())
+		}
+		d.ctld.Pin(v)
+		d.log.Info("protocol pinned", "release", slurmproto.ReleaseName(v), "by", ProtocolEnv)
+		return nil
+	}
+	path := filepath.Join(spool, protocolFile)
+	if b, err := os.ReadFile(path); err == nil {
+		if v, err := slurmproto.ParseRelease(strings.TrimSpace(string(b))); err == nil && slurmproto.Speaks(v) {
+			d.ctld.TryFirst(v)
+		}
+	}
+	d.ctld.OnVersion = func(v uint16) {
+		tmp := path + ".tmp"
+		err := os.WriteFile(tmp, []byte(slurmproto.ReleaseName(v)+"\n"), 0o644)
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			d.log.Warn("cannot save the negotiated release", "path", path, "error", err)
+		}
+	}
+	return nil
+}
+
+func releaseList() string {
+	var l []string
+	for _, v := range slurmproto.Spoken() {
+		l = append(l, slurmproto.ReleaseName(v))
+	}
+	return strings.Join(l, ", ")
 }
 
 func (d *Daemon) run(parent context.Context) error {
@@ -178,7 +243,7 @@ func (d *Daemon) run(parent context.Context) error {
 	ctx, stop := context.WithCancel(parent)
 	d.stop = stop
 	defer stop()
-	d.log.Info("slurmd-go started", "version", Version, "pid", os.Getpid(), "conf", cfg.Flags.ConfFile, "port", cfg.Port)
+	d.log.Info("slurmd-go started", "speaks", releaseList(), "pid", os.Getpid(), "conf", cfg.Flags.ConfFile, "port", cfg.Port)
 
 	tctx, cancel := context.WithTimeout(ctx, TakeOverTimeout)
 	if old, err := pidfile.TakeOver(tctx, cfg.PidFile); err != nil {
@@ -201,6 +266,9 @@ func (d *Daemon) run(parent context.Context) error {
 		c := d.config()
 		return ctld.Config{Hosts: c.CtldHosts, MessageTimeout: c.MessageTimeout(), HashPolicy: c.HashPolicy()}
 	}, d.log)
+	if err := d.setupProtocol(cfg.SpoolDir); err != nil {
+		return err
+	}
 	stepd, err := stepdPath()
 	if err != nil {
 		return err

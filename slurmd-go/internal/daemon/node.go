@@ -56,7 +56,7 @@ func (d *Daemon) Status() slurmproto.SlurmdStatus {
 		Hostname:         cfg.NodeName,
 		Logfile:          cfg.LogFile,
 		StepList:         "NONE",
-		Version:          Version,
+		Version:          versionString(d.ctld.Version()),
 	}
 }
 
@@ -166,10 +166,14 @@ func (d *Daemon) registrationEngine(ctx context.Context) {
 }
 
 func (d *Daemon) register(ctx context.Context) error {
-	msg := d.registrationMsg()
 	cfg := d.config()
 	rctx, cancel := context.WithTimeout(ctx, 2*cfg.MessageTimeout())
 	defer cancel()
+	v, err := d.ctld.Negotiate(rctx)
+	if err != nil {
+		return err
+	}
+	msg := d.registrationMsg(v)
 	reply, err := d.ctld.Call(rctx, msg, auth.UIDAny)
 	if err != nil {
 		return err
@@ -189,12 +193,13 @@ func (d *Daemon) register(ctx context.Context) error {
 		return fmt.Errorf("daemon: unexpected registration reply %s", reply.MsgType())
 	}
 	d.firstReg.CompareAndSwap(0, time.Now().Unix())
-	d.log.Info("registered with slurmctld", "cpus", msg.CPUs, "real_memory", msg.RealMemory)
+	d.log.Info("registered with slurmctld", "cpus", msg.CPUs, "real_memory", msg.RealMemory, "release", slurmproto.ReleaseName(v))
 	return nil
 }
 
-// registrationMsg fills the registration as _fill_registration_msg does.
-func (d *Daemon) registrationMsg() *slurmproto.NodeRegistrationStatus {
+// registrationMsg fills the registration as _fill_registration_msg does,
+// for protocol v.
+func (d *Daemon) registrationMsg(v uint16) *slurmproto.NodeRegistrationStatus {
 	cfg := d.config()
 	hw := d.hardware()
 	rep := hostinfo.ReportedFor(hw, cfg.Node, cfg.Conf)
@@ -222,8 +227,8 @@ func (d *Daemon) registrationMsg() *slurmproto.NodeRegistrationStatus {
 		HashVal:         cfg.Conf.Hash,
 		CPULoad:         load.CPULoad,
 		FreeMem:         load.FreeMem,
-		GresInfo:        []byte{0x26, 0x00, 0x00, 0x00}, // version, zero GRES records
-		Version:         Version,
+		GresInfo:        []byte{byte(v >> 8), byte(v), 0x00, 0x00}, // version, zero GRES records
+		Version:         versionString(v),
 	}
 	m.Status = d.regStatus.Swap(0)
 	m.Steps = d.jobs.Steps(context.Background())

@@ -156,7 +156,7 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TmpFS:                         c.TmpFS,
 		LogFile:                       cfg.LogFile,
 		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
-		WorkingCluster:                fmt.Sprintf("%s:%s:%d:%d:%d", c.ClusterName, ctldHost, c.SlurmctldPort, slurmproto.Version2205, selectID),
+		WorkingCluster:                workingCluster(version, c.ClusterName, ctldHost, c.SlurmctldPort, selectID),
 		TopologyAddr:                  cfg.NodeName,
 		TopologyPattern:               "node",
 		// Every job is tracked in a cgroup where the machine offers one,
@@ -167,6 +167,15 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		ProtocolVersion:   version,
 		LaunchBody:        raw,
 	}
+}
+
+// workingCluster is SLURM_WORKING_CLUSTER of every task as 22.05's
+// setup_env sets it; 24.11 no longer sets it in jobs (only salloc does).
+func workingCluster(version uint16, cluster, host string, port uint16, selectID uint32) string {
+	if version >= slurmproto.Version2411 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%s:%d:%d:%d", cluster, host, port, version, selectID)
 }
 
 func credUser(c *slurmproto.Cred) string {

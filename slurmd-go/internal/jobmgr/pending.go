@@ -19,11 +19,15 @@ import (
 // PendingDir is the directory of owed messages under SlurmdSpoolDir.
 const PendingDir = "slurmd-go.pending"
 
-// pendingMsg is one owed message on disk: its type and 22.05 body.
+// pendingMsg is one owed message on disk: its type and body, packed at
+// Version (the controller's when it was written; a file without one is
+// from a daemon that spoke only 22.05). It is re-packed at whatever version
+// the controller speaks when it is resent.
 type pendingMsg struct {
-	What string `json:"what"`
-	Type uint16 `json:"type"`
-	Body []byte `json:"body"`
+	What    string `json:"what"`
+	Type    uint16 `json:"type"`
+	Version uint16 `json:"version,omitempty"`
+	Body    []byte `json:"body"`
 }
 
 // durableRetry is retry with the message kept on disk meanwhile; name
@@ -52,11 +56,12 @@ func (m *Manager) pendingPath(name string) string {
 }
 
 func (m *Manager) writePending(path, what string, body slurmproto.Body) error {
-	b, err := slurmproto.EncodeBody(slurmproto.Version2205, body)
+	v := m.protocol()
+	b, err := slurmproto.EncodeBody(v, body)
 	if err != nil {
 		return err
 	}
-	j, _ := json.Marshal(pendingMsg{What: what, Type: uint16(body.MsgType()), Body: b})
+	j, _ := json.Marshal(pendingMsg{What: what, Type: uint16(body.MsgType()), Version: v, Body: b})
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -65,6 +70,16 @@ func (m *Manager) writePending(path, what string, body slurmproto.Body) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// protocol is the controller's protocol version, 22.05's while unknown.
+func (m *Manager) protocol() uint16 {
+	if m.ctld != nil {
+		if v := m.ctld.Version(); v != 0 {
+			return v
+		}
+	}
+	return slurmproto.Version2205
 }
 
 // resendPending starts the retries of the messages an earlier daemon still
@@ -112,7 +127,10 @@ func readPending(path string) (pendingMsg, slurmproto.Body, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return p, nil, err
 	}
-	body, err := slurmproto.DecodeBody(slurmproto.Version2205, slurmproto.MsgType(p.Type), p.Body)
+	if p.Version == 0 {
+		p.Version = slurmproto.Version2205
+	}
+	body, err := slurmproto.DecodeBody(p.Version, slurmproto.MsgType(p.Type), p.Body)
 	if err != nil {
 		return p, nil, fmt.Errorf("jobmgr: owed %s: %w", p.What, err)
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// fakeCtld answers every request RC 0 and hands the bodies to got.
+// fakeCtld answers every request RC 0, in the request's version (a 26.05
+// controller), and hands the bodies to got, all but the REQUEST_PINGs the
+// client negotiates the version with.
 func fakeCtld(t *testing.T, a auth.Authenticator) (addr string, got <-chan slurmproto.Body) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,7 +49,9 @@ func fakeCtld(t *testing.T, a auth.Authenticator) (addr string, got <-chan slurm
 				if err != nil {
 					return
 				}
-				ch <- body
+				if msg.Header.MsgType != slurmproto.RequestPing {
+					ch <- body
+				}
 				reply, _ := slurmproto.EncodeBody(msg.Header.Version, &slurmproto.ReturnCode{})
 				cred, _ := a.Encode(context.Background(), auth.Payload(msg.Header.Version, uint16(slurmproto.ResponseSlurmRC), reply, auth.HashK12), auth.UIDAny)
 				h := slurmproto.Header{Version: msg.Header.Version, MsgType: slurmproto.ResponseSlurmRC}

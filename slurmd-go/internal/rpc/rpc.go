@@ -98,11 +98,13 @@ type Pending interface {
 // Settings are the config values the dispatcher reads per request; the
 // daemon swaps them on reconfigure.
 type Settings struct {
-	SlurmUID     uint32
-	SlurmdUID    uint32
-	HashPolicy   auth.HashPolicy
-	AuthTimeout  time.Duration // bound on one munge call
-	ReplyVersion uint16        // version of error replies to frames whose header did not decode
+	SlurmUID    uint32
+	SlurmdUID   uint32
+	HashPolicy  auth.HashPolicy
+	AuthTimeout time.Duration // bound on one munge call
+	// ReplyVersion is the version of error replies to frames whose header
+	// did not decode: the controller's, once known (nil or 0: 22.05).
+	ReplyVersion func() uint16
 }
 
 // Dispatcher implements rpcserver.Dispatcher.
@@ -132,10 +134,16 @@ func (d *Dispatcher) SetSettings(s Settings) {
 	if s.AuthTimeout == 0 {
 		s.AuthTimeout = DefaultAuthTimeout
 	}
-	if s.ReplyVersion == 0 {
-		s.ReplyVersion = slurmproto.Version2205
-	}
 	d.settings.Store(&s)
+}
+
+func (s *Settings) replyVersion() uint16 {
+	if s.ReplyVersion != nil {
+		if v := s.ReplyVersion(); v != 0 {
+			return v
+		}
+	}
+	return slurmproto.Version2205
 }
 
 // DefaultAuthTimeout bounds one munged round trip.
@@ -152,7 +160,7 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	msg, err := slurmproto.DecodeMessage(frame)
 	if err != nil && msg.AuthAndBody == nil { // the header itself did not decode
 		d.log.Warn("malformed request", "peer", peer, "error", err)
-		return d.errorReply(ctx, s.ReplyVersion, slurmproto.Header{}, rcForDecode(err), auth.UIDAny, peer)
+		return d.errorReply(ctx, s.replyVersion(), slurmproto.Header{}, rcForDecode(err), auth.UIDAny, peer)
 	}
 	h := msg.Header
 	log := d.log.With("peer", peer, "msg_type", h.MsgType.String())
@@ -203,10 +211,11 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 			log.Warn("malformed request body", "uid", cred.UID, "error", err)
 			return d.finish(ctx, h, pending, d.rcBody(rcForDecode(err)), false, cred.UID, kind, peer)
 		}
-	} else if slurmproto.HasBody(slurmproto.Version2205, h.MsgType) {
-		// A body this daemon only reads in newer layouts: never hand a
-		// handler a nil body.
-		log.Warn("request body layout not supported at this version", "uid", cred.UID, "version", h.Version)
+	} else if slurmproto.Registered(h.MsgType) {
+		// A body with layouts in other releases only: never hand a
+		// handler a nil body, never read it with another release's layout.
+		log.Warn("request body has no layout in this release", "uid", cred.UID,
+			"version", fmt.Sprintf("0x%04x", h.Version), "release", slurmproto.ReleaseName(h.Version))
 		return d.finish(ctx, h, pending, d.rcBody(slurmproto.SlurmProtocolVersionError), false, cred.UID, kind, peer)
 	}
 	if route.Privileged && !d.privileged(cred.UID) {
@@ -250,8 +259,11 @@ func (d *Dispatcher) Overloaded(frame []byte, peer netip.AddrPort) []byte {
 const OverloadLogEvery = 10 * time.Second
 
 func (d *Dispatcher) verify(ctx context.Context, s *Settings, msg *slurmproto.Message) (auth.Credential, error) {
-	if msg.Auth.PluginID != slurmproto.AuthPluginMunge {
-		return auth.Credential{}, fmt.Errorf("%w: auth plugin %d is not auth/munge", auth.ErrInvalid, msg.Auth.PluginID)
+	if msg.Header.Flags&slurmproto.FlagNoAuthCred != 0 {
+		return auth.Credential{}, fmt.Errorf("%w: request without a credential (header flag SLURM_NO_AUTH_CRED)", auth.ErrInvalid)
+	}
+	if want := d.auth.PluginID(); msg.Auth.PluginID != want {
+		return auth.Credential{}, fmt.Errorf("%w: auth plugin %d, this cluster uses %d", auth.ErrInvalid, msg.Auth.PluginID, want)
 	}
 	actx, cancel := context.WithTimeout(ctx, s.AuthTimeout)
 	defer cancel()
@@ -295,7 +307,7 @@ func (d *Dispatcher) encodeReply(ctx context.Context, req slurmproto.Header, ret
 	s := d.settings.Load()
 	version := req.Version
 	if !slurmproto.ValidVersion(version) {
-		version = slurmproto.Version2205
+		version = s.replyVersion()
 	}
 	b, err := slurmproto.EncodeBody(version, body)
 	if err != nil {
@@ -312,6 +324,15 @@ func (d *Dispatcher) encodeReply(ctx context.Context, req slurmproto.Header, ret
 		if reqUID == 0 || reqUID == s.SlurmUID || reqUID == s.SlurmdUID || reqUID == auth.UIDAny {
 			restrict = auth.UIDAny
 		}
+		if version >= slurmproto.Version2302 {
+			// 24.11+ _resp_msg_setup: no credential at all, the requester
+			// already trusts the connection. Only a 24.11+ peer sends us
+			// versions past 22.05 (0x2700 is 24.11's oldest, used for
+			// nodes it has not heard from yet), so the flag is understood.
+			// Replies built as copies (ping, daemon status, ...) keep one.
+			h.Flags |= slurmproto.FlagNoAuthCred
+			return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{}, b), nil
+		}
 	}
 	actx, cancel := context.WithTimeout(ctx, s.AuthTimeout)
 	defer cancel()
@@ -319,11 +340,11 @@ func (d *Dispatcher) encodeReply(ctx context.Context, req slurmproto.Header, ret
 	if err != nil {
 		return nil, fmt.Errorf("rpc: sign reply: %w", err)
 	}
-	return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, b), nil
+	return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: d.auth.PluginID(), Cred: cred}, b), nil
 }
 
 func rcForDecode(err error) uint32 {
-	if errors.Is(err, slurmproto.ErrUnsupportedVersion) {
+	if errors.Is(err, slurmproto.ErrUnsupportedVersion) { // ErrNoLayout too
 		return slurmproto.SlurmProtocolVersionError
 	}
 	return slurmproto.ESlurmProtocolIncompletePacket

@@ -191,3 +191,60 @@ func TestDispatcher_ReplayRefused(t *testing.T) {
 		t.Fatalf("replay answered with %d", rc)
 	}
 }
+
+// TestDispatcher_Releases: requests in every header version a controller
+// sends are answered in that version; from 24.11's oldest (0x2700) on, a
+// plain reply goes without a credential (SLURM_NO_AUTH_CRED, as 24.11's
+// _resp_msg_setup), while a copy-style reply (ping) keeps a signed one.
+func TestDispatcher_Releases(t *testing.T) {
+	a := authtest.New(0, 0)
+	d := newDispatcher(a)
+	for _, v := range []uint16{slurmproto.Version2205, slurmproto.Version2302, slurmproto.Version2411, slurmproto.Version2511, slurmproto.Version2605} {
+		out := d.Serve(context.Background(), request(t, a, v, &slurmproto.EmptyBody{Type: slurmproto.RequestPing}, auth.HashK12), peer)
+		msg, _, body := decodeReply(t, a, out)
+		if msg.Header.Version != v || msg.Header.Flags&slurmproto.FlagNoAuthCred != 0 {
+			t.Fatalf("ping at 0x%04x: reply header %+v", v, msg.Header)
+		}
+		if _, ok := body.(*slurmproto.PingSlurmdResponse); !ok {
+			t.Fatalf("ping at 0x%04x: reply %T", v, body)
+		}
+		// REQUEST_DAEMON_STATUS's route answers an RC.
+		out = d.Serve(context.Background(), request(t, a, v, &slurmproto.EmptyBody{Type: slurmproto.RequestDaemonStatus}, auth.HashK12), peer)
+		m, err := slurmproto.DecodeMessage(out[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		noAuth := m.Header.Flags&slurmproto.FlagNoAuthCred != 0
+		if m.Header.Version != v || noAuth != (v >= slurmproto.Version2302) || (m.Auth.PluginID == 0) != noAuth {
+			t.Fatalf("rc reply at 0x%04x: header %+v auth %d", v, m.Header, m.Auth.PluginID)
+		}
+		rc, err := slurmproto.DecodeBody(v, m.Header.MsgType, m.Body)
+		if err != nil || rcOf(t, rc) != slurmproto.ESlurmAccessDenied {
+			t.Fatalf("rc reply at 0x%04x: %v %v", v, rc, err)
+		}
+	}
+	// A request without a credential is refused: it names no user.
+	h := slurmproto.Header{Version: slurmproto.Version2411, Flags: slurmproto.FlagNoAuthCred, MsgType: slurmproto.RequestPing}
+	out := d.Serve(context.Background(), slurmproto.EncodeMessage(h, slurmproto.AuthBlock{}, nil)[4:], peer)
+	m, err := slurmproto.DecodeMessage(out[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
+	if rcOf(t, rc) != auth.RCAuthenticationError {
+		t.Fatalf("unauthenticated request: rc %v", rc)
+	}
+	// A body with layouts in other releases only is a version error.
+	b, _ := slurmproto.EncodeBody(slurmproto.Version2605, slurmproto.NodeHealthCheck{Healthy: true})
+	cred, _ := a.Encode(context.Background(), auth.Payload(slurmproto.Version2411, uint16(slurmproto.RequestNodeHealthCheck), b, auth.HashK12), auth.UIDAny)
+	routes := pingRoutes()
+	routes[slurmproto.RequestNodeHealthCheck] = Route{Handle: func(context.Context, *Request) (Reply, error) { return RC(0), nil }}
+	d2 := New(a, routes, nil, Settings{SlurmUID: slurmUID}, hclog.NewNullLogger())
+	h = slurmproto.Header{Version: slurmproto.Version2411, MsgType: slurmproto.RequestNodeHealthCheck}
+	out = d2.Serve(context.Background(), slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, b)[4:], peer)
+	m, _ = slurmproto.DecodeMessage(out[4:])
+	rc, _ = slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
+	if rcOf(t, rc) != slurmproto.SlurmProtocolVersionError {
+		t.Fatalf("26.05-only body at 24.11: rc %v", rc)
+	}
+}

@@ -295,7 +295,9 @@ func BatchTaskEnv(jobEnv Env, c TaskEnvConfig) Env {
 		env.Setenvf("SLURM_JOB_UID", strconv.FormatUint(uint64(c.UID), 10))
 		env.Setenvf("SLURM_JOB_USER", c.UserName)
 	}
-	env.Setenvf("SLURM_WORKING_CLUSTER", c.WorkingCluster)
+	if c.WorkingCluster != "" { // 22.05 only
+		env.Setenvf("SLURM_WORKING_CLUSTER", c.WorkingCluster)
+	}
 	env.Setenvf("SLURM_JOB_GID", strconv.FormatUint(uint64(c.GID), 10))
 	env.Setenvf("SLURMD_NODENAME", c.NodeName)
 	return env
@@ -362,7 +364,9 @@ func StepTaskEnv(stepEnv Env, c StepEnvConfig) []string {
 		env.Setenvf("SLURM_JOB_UID", strconv.FormatUint(uint64(c.UID), 10))
 		env.Setenvf("SLURM_JOB_USER", c.UserName)
 	}
-	env.Setenvf("SLURM_WORKING_CLUSTER", c.WorkingCluster)
+	if c.WorkingCluster != "" { // 22.05 only
+		env.Setenvf("SLURM_WORKING_CLUSTER", c.WorkingCluster)
+	}
 	env.Setenvf("SLURM_JOB_GID", strconv.FormatUint(uint64(c.GID), 10))
 	env.Setenvf("SLURMD_NODENAME", c.NodeName)
 	if c.TresBind != "" {

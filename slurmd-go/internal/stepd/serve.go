@@ -190,7 +190,11 @@ func newCtld(spec *stepapi.StartSpec, log hclog.Logger) (CtldCaller, error) {
 	if cfg.MessageTimeout <= 0 {
 		cfg.MessageTimeout = 10 * time.Second
 	}
-	return ctld.New(m, func() ctld.Config { return cfg }, log), nil
+	c := ctld.New(m, func() ctld.Config { return cfg }, log)
+	// The step speaks its launch's version: the one slurmctld and srun
+	// talk to this node in.
+	c.Pin(spec.ProtocolVersion)
+	return c, nil
 }
 
 // Length-prefixed frames on the helper's config pipe.

@@ -80,7 +80,7 @@ func TestStepTaskEnv_Minimal(t *testing.T) {
 	want := []string{
 		"SLURM_CPUS_ON_NODE=9", "SLURM_CONF=(null)", "SLURM_JOB_ID=5", "SLURM_JOBID=5",
 		"SLURM_NODEID=0", "SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", "SLURM_STEPID=0",
-		"SLURM_GTIDS=0", "SLURM_WORKING_CLUSTER=", "SLURM_JOB_GID=0", "SLURMD_NODENAME=n1",
+		"SLURM_GTIDS=0", "SLURM_JOB_GID=0", "SLURMD_NODENAME=n1",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("env\n got %q\nwant %q", got, want)

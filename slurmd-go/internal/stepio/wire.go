@@ -56,6 +56,7 @@ const (
 	ProtocolVersion     uint16 = 0x2600 // SLURM_22_05_PROTOCOL_VERSION
 	LegacyIOVersion     uint16 = 0xb001 // IO_PROTOCOL_VERSION
 	protocolVersion2108 uint16 = 0x2500
+	protocolVersion2411 uint16 = 0x2A00
 	minProtocolVersion  uint16 = 0x2400 // SLURM_MIN_PROTOCOL_VERSION (20.11)
 
 	// legacyKeyLen is SLURM_IO_KEY_SIZE: the legacy layout truncates or
@@ -74,10 +75,15 @@ var (
 	ErrInitTooLong  = errors.New("stepio: I/O init message too long")
 )
 
-// InitVersion is the init message version a 22.05 stepd uses for an srun
-// (or sattach) speaking protocol srunProtocol.
+// InitVersion is the init message version a step manager uses for an srun
+// (or sattach) speaking protocol srunProtocol: a 22.05 stepd sends its own
+// version to any srun of 21.08 or newer, 24.11+ sends the srun's
+// (io.c _send_io_init_msg, srun->protocol_version).
 func InitVersion(srunProtocol uint16) uint16 {
-	if srunProtocol >= protocolVersion2108 {
+	switch {
+	case srunProtocol >= protocolVersion2411:
+		return srunProtocol
+	case srunProtocol >= protocolVersion2108:
 		return ProtocolVersion
 	}
 	return LegacyIOVersion

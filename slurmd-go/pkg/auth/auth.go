@@ -8,6 +8,12 @@ import (
 // UIDAny is SLURM_AUTH_UID_ANY: a credential anyone may decode.
 const UIDAny uint32 = 0xffffffff
 
+// Auth plugin ids (slurm.h AUTH_PLUGIN_*), as they go on the wire.
+const (
+	PluginMunge uint32 = 101 // auth/munge
+	PluginSlurm uint32 = 103 // auth/slurm (24.11+)
+)
+
 // Credential is a verified auth credential.
 type Credential struct {
 	UID, GID uint32 // of the process that encoded the credential
@@ -23,6 +29,9 @@ type Credential struct {
 // methods block (the munge implementation talks to munged over a unix
 // socket), so callers run them off the event loop.
 type Authenticator interface {
+	// PluginID is the auth plugin id the credentials go on the wire with
+	// (the auth block's first u32): PluginMunge or PluginSlurm.
+	PluginID() uint32
 	// Encode returns a credential string ("MUNGE:...:", no trailing NUL)
 	// carrying payload that only restrictUID may decode (UIDAny: anyone).
 	Encode(ctx context.Context, payload []byte, restrictUID uint32) (string, error)

@@ -18,37 +18,43 @@ type EncodeFunc func(p *Packer, version uint16, b Body) error
 // not check for trailing bytes (ret_list entries are followed by more data).
 type DecodeFunc func(u *Unpacker, version uint16, t MsgType) (Body, error)
 
-// Codec packs and unpacks one body layout, valid for header versions
-// MinVersion..MaxVersion inclusive.
+// Codec packs and unpacks one body layout, for exactly the protocol
+// versions it lists. Layouts that differ between releases in a few fields
+// may branch on the version inside one codec, as Slurm's packers do; the
+// list still names every release the codec was checked against.
 type Codec struct {
-	MinVersion uint16
-	MaxVersion uint16
-	Encode     EncodeFunc
-	Decode     DecodeFunc
+	Versions []uint16
+	Encode   EncodeFunc
+	Decode   DecodeFunc
 }
 
-// registry maps a message type to its layouts, sorted by MinVersion. It is
-// written only from init functions (RegisterBody), then read-only, so it
-// needs no lock.
+// registry maps a message type to its layouts. It is written only from init
+// functions (RegisterBody), then read-only, so it needs no lock.
 var registry = map[MsgType][]Codec{}
 
 // RegisterBody adds a body layout for t. Call it only from init functions.
-// It panics on overlapping version ranges: that is a programming error.
+// It panics on a version registered twice for t, or one whose header this
+// package does not know: those are programming errors.
 //
-// To support a newer Slurm, register a codec for the new range and narrow
-// the old one's MaxVersion, e.g. Version2205..0x26ff and 0x2700..0x27ff.
+// A (type, version) pair that was never registered has no layout: decoding
+// or encoding it fails with ErrNoLayout (or ErrUnknownMsgType for a type no
+// release registers), never with another release's layout.
 func RegisterBody(t MsgType, c Codec) {
-	if c.MinVersion > c.MaxVersion || c.Encode == nil || c.Decode == nil {
+	if len(c.Versions) == 0 || c.Encode == nil || c.Decode == nil {
 		panic(fmt.Sprintf("slurmproto: bad codec for %v", t))
 	}
-	for _, o := range registry[t] {
-		if c.MinVersion <= o.MaxVersion && o.MinVersion <= c.MaxVersion {
-			panic(fmt.Sprintf("slurmproto: overlapping codecs for %v", t))
+	for _, v := range c.Versions {
+		if !ValidVersion(v) {
+			panic(fmt.Sprintf("slurmproto: codec for %v at unknown version 0x%04x", t, v))
+		}
+		for _, o := range registry[t] {
+			if in(o.Versions, v) {
+				panic(fmt.Sprintf("slurmproto: two codecs for %v at 0x%04x", t, v))
+			}
 		}
 	}
-	cs := append(registry[t], c)
-	sort.Slice(cs, func(i, j int) bool { return cs[i].MinVersion < cs[j].MinVersion })
-	registry[t] = cs
+	c.Versions = append([]uint16(nil), c.Versions...)
+	registry[t] = append(registry[t], c)
 }
 
 // register is RegisterBody for several types sharing one codec.
@@ -58,21 +64,35 @@ func register(c Codec, types ...MsgType) {
 	}
 }
 
-// allVersions is the range every 20.11..22.05 layout shares.
-func allVersions(enc EncodeFunc, dec DecodeFunc) Codec {
-	return Codec{MinVersion: MinVersion, MaxVersion: MaxHeaderVersion, Encode: enc, Decode: dec}
-}
-
 func lookup(version uint16, t MsgType) (Codec, error) {
 	for _, c := range registry[t] {
-		if version >= c.MinVersion && version <= c.MaxVersion {
+		if in(c.Versions, version) {
 			return c, nil
 		}
 	}
 	if _, ok := registry[t]; ok {
-		return Codec{}, fmt.Errorf("%w: %v has no layout for version 0x%04x", ErrUnknownMsgType, t, version)
+		return Codec{}, fmt.Errorf("%w: %v at version 0x%04x (Slurm %s)", ErrNoLayout, t, version, ReleaseName(version))
 	}
 	return Codec{}, fmt.Errorf("%w: %v", ErrUnknownMsgType, t)
+}
+
+// Layouts lists, for each registered message type, the versions it has a
+// layout for (tests and tools enumerate the registry with it).
+func Layouts() map[MsgType][]uint16 {
+	out := make(map[MsgType][]uint16, len(registry))
+	for t, cs := range registry {
+		for _, c := range cs {
+			out[t] = append(out[t], c.Versions...)
+		}
+		sort.Slice(out[t], func(i, j int) bool { return out[t][i] < out[t][j] })
+	}
+	return out
+}
+
+// Registered reports whether t has a body layout in any release.
+func Registered(t MsgType) bool {
+	_, ok := registry[t]
+	return ok
 }
 
 // HasBody reports whether a codec for t at version is registered.

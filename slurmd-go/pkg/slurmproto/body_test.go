@@ -28,7 +28,7 @@ func sampleBodies() []Body {
 			Status: ESlurmdPrologFailed, FeaturesActive: "a", FeaturesAvail: EmptyString, Hostname: "vm",
 			NodeName: "n1", Arch: "x86_64", CPUSpecList: "0-1", OS: "Linux", CPUs: 8, Boards: 1, Sockets: 2,
 			Cores: 4, Threads: 1, RealMemory: 1 << 40, TmpDisk: 100, UpTime: 5, HashVal: NoVal, CPULoad: 1,
-			FreeMem: 2, Steps: []StepID{{1, StepIDBatch, NoVal}, {2, 0, NoVal}}, Flags: RegFlagResp,
+			FreeMem: 2, Steps: []StepID{{JobID: 1, StepID: StepIDBatch, StepHetComp: NoVal}, {JobID: 2, StepHetComp: NoVal}}, Flags: RegFlagResp,
 			GresInfo: []byte{0x26, 0, 0, 0}, Energy: e, Version: "22.05.8", DynamicType: DynNodeNorm,
 			DynamicConf: "NodeName=n1 CPUs=8", DynamicFeature: "f",
 		},
@@ -43,7 +43,7 @@ func sampleBodies() []Body {
 		&ShutdownRequest{Options: 1},
 		&RebootNodesRequest{Features: "f", Flags: 1, NextState: NoVal, NodeList: "n[1-2]", Reason: "r"},
 		&EpilogComplete{JobID: 2, RC: 0, NodeName: "n2"},
-		&StepIDMsg{Type: RequestJobStepPids, StepID: StepID{5, 0, NoVal}},
+		&StepIDMsg{Type: RequestJobStepPids, StepID: StepID{JobID: 5, StepID: 0, StepHetComp: NoVal}},
 		&JobStepPidsResponse{NodeName: "n3", PIDs: []uint32{100, 101}},
 		&JobStepStatResponse{NumTasks: 1, Pids: JobStepPidsResponse{NodeName: "n3", PIDs: []uint32{26385}}},
 		&JobStepStatResponse{RC: 1, JobAcct: &JobAcct{UserCPUSec: 1, SysCPUSec: 2, ActCPUFreq: 3, ConsumedEnergy: 4,
@@ -205,7 +205,7 @@ func TestRegisterBody_Overlap(t *testing.T) {
 			t.Fatal("overlapping registration did not panic")
 		}
 	}()
-	RegisterBody(ResponseSlurmRC, Codec{MinVersion: Version2205, MaxVersion: Version2205,
+	RegisterBody(ResponseSlurmRC, Codec{Versions: []uint16{Version2205},
 		Encode: func(*Packer, uint16, Body) error { return nil },
 		Decode: func(*Unpacker, uint16, MsgType) (Body, error) { return nil, nil }})
 }

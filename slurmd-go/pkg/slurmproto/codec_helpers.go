@@ -5,10 +5,9 @@ package slurmproto
 func typedCodec[T any, PT interface {
 	*T
 	Body
-}](min, max uint16, enc func(p *Packer, v uint16, m *T) error, dec func(u *Unpacker, v uint16, t MsgType, m *T) error) Codec {
+}](versions []uint16, enc func(p *Packer, v uint16, m *T) error, dec func(u *Unpacker, v uint16, t MsgType, m *T) error) Codec {
 	return Codec{
-		MinVersion: min,
-		MaxVersion: max,
+		Versions: versions,
 		Encode: func(p *Packer, v uint16, b Body) error {
 			switch m := b.(type) {
 			case PT:

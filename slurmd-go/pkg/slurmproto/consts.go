@@ -1,17 +1,23 @@
 package slurmproto
 
-// Protocol versions (src/common/slurm_protocol_common.h). The minor byte is
-// always 0 in real releases.
+// Protocol versions (SLURM_xx_yy_PROTOCOL_VERSION in
+// src/common/slurm_protocol_common.h): one per release, the minor byte always
+// 0. release.go says which of them this package speaks in full and which it
+// only reads headers of.
 const (
-	Version2205 uint16 = 0x2600 // SLURM_22_05_PROTOCOL_VERSION (38<<8)
-	Version2108 uint16 = 0x2500 // SLURM_21_08_PROTOCOL_VERSION
-	Version2011 uint16 = 0x2400 // SLURM_20_11_PROTOCOL_VERSION
-	// MinVersion is SLURM_MIN_PROTOCOL_VERSION of a 22.05 daemon.
+	Version2011 uint16 = 0x2400 // 20.11
+	Version2108 uint16 = 0x2500 // 21.08
+	Version2205 uint16 = 0x2600 // 22.05 (38<<8)
+	Version2302 uint16 = 0x2700 // 23.02
+	Version2311 uint16 = 0x2800 // 23.11
+	Version2405 uint16 = 0x2900 // 24.05
+	Version2411 uint16 = 0x2A00 // 24.11 (42<<8)
+	Version2505 uint16 = 0x2B00 // 25.05
+	Version2511 uint16 = 0x2C00 // 25.11
+	Version2605 uint16 = 0x2D00 // 26.05 (45<<8)
+	// MinVersion is the oldest header layout this package decodes: what a
+	// 22.05 slurmctld sends to nodes it has not heard from.
 	MinVersion = Version2011
-	// CurrentVersion is what we speak when we start a conversation.
-	CurrentVersion = Version2205
-	// MaxHeaderVersion is the highest version whose header layout we know.
-	MaxHeaderVersion uint16 = 0x26ff
 )
 
 // Size limits (src/common/pack.h).
@@ -45,16 +51,24 @@ const (
 	AuthPluginNone  uint32 = 100
 	AuthPluginMunge uint32 = 101
 	AuthPluginJWT   uint32 = 102
+	AuthPluginSlurm uint32 = 103 // auth/slurm (24.11+): packstr(JWT)
 )
 
 // Header flags (slurm_protocol_common.h).
 const (
-	FlagGlobalAuthKey       uint16 = 0x01 // SLURM_GLOBAL_AUTH_KEY
-	FlagSlurmdbdConnection  uint16 = 0x02 // SLURMDBD_CONNECTION
-	FlagKeepBuffer          uint16 = 0x04 // SLURM_MSG_KEEP_BUFFER
-	FlagDropPriv            uint16 = 0x08 // SLURM_DROP_PRIV
+	FlagGlobalAuthKey      uint16 = 0x01 // SLURM_GLOBAL_AUTH_KEY
+	FlagSlurmdbdConnection uint16 = 0x02 // SLURMDBD_CONNECTION
+	FlagKeepBuffer         uint16 = 0x04 // SLURM_MSG_KEEP_BUFFER
+	// FlagDropPriv is SLURM_DROP_PRIV up to 22.05; 24.11 leaves the bit unused.
+	FlagDropPriv            uint16 = 0x08
 	FlagUseBcastNetwork     uint16 = 0x10 // USE_BCAST_NETWORK
 	FlagCtldQueueProcessing uint16 = 0x20 // CTLD_QUEUE_PROCESSING
+	// FlagNoAuthCred (SLURM_NO_AUTH_CRED, 23.11+): no auth block follows
+	// the header. 24.11+ sends every reply this way.
+	FlagNoAuthCred uint16 = 0x40
+	// FlagPackAddrs (SLURM_PACK_ADDRS, 23.11+): the forward block carries
+	// the alias addresses' net credential.
+	FlagPackAddrs uint16 = 0x80
 )
 
 // Registration flags (slurm_protocol_defs.h SLURMD_REG_FLAG_*).

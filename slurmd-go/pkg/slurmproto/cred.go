@@ -1,31 +1,45 @@
 package slurmproto
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
-// Job credential (slurm_cred_t), reference §4. Layout from _pack_cred and
-// slurm_cred_unpack in src/common/slurm_cred.c of Slurm 22.05.8:
+// Job credential (slurm_cred_t), reference §4 and slurm-24.11-26.05.md §5.2.
+// The signed fields, per release (22.05: src/common/slurm_cred.c _pack_cred;
+// 24.11 and 26.05: src/plugins/cred/common/cred_common.c cred_create):
 //
-//	step_id; u32 uid, gid; str pw_name, pw_gecos, pw_dir, pw_shell;
-//	arr32 gids; strarr gr_names (count 0 or ngids);
-//	gres_job_state; gres_step_state (u16 rec_cnt [+records] each);
-//	u16 job_core_spec; str job_account, job_alias_list, job_comment,
-//	job_constraints, job_partition, job_reservation; u16 job_restart_cnt;
+//	step_id (+ sluid from 24.11); identity: u32 uid, gid; str pw_name,
+//	pw_gecos, pw_dir, pw_shell; arr32 gids; strarr gr_names;
+//	gres_job_state; gres_step_state (u16 rec_cnt [+records] each; 24.11
+//	records carry per-bit arrays and a step type_name);
+//	u16 job_core_spec; str job_account;
+//	24.11: addr array job_node_addrs;
+//	str job_alias_list, job_comment, job_constraints;
+//	24.11: time job_end_time; str job_extra; 26.05: u16 job_exclusive;
+//	24.11: u16 job_oversubscribe;
+//	str job_partition; 26.05: str job_qos; str job_reservation;
+//	u16 job_restart_cnt; 24.11: time job_start_time;
 //	str job_std_err, job_std_in, job_std_out, step_hostlist; u16 x11;
 //	time ctime; u32 tot_core_cnt; bitstr job_core_bitmap, step_core_bitmap;
 //	u16 core_array_size [arr16 cores_per_socket, arr16 sockets_per_node,
 //	arr32 sock_core_rep_count]; u32 cpu_array_count [arr16 cpu_array,
 //	arr32 cpu_array_reps]; u32 job_nhosts, job_ntasks; str job_hostlist;
+//	24.11: str job_licenses;
 //	u32 job_mem_alloc_size [arr64 job_mem_alloc, arr32 rep_count];
 //	u32 step_mem_alloc_size [arr64 step_mem_alloc, arr32 rep_count];
-//	str selinux_context                      <- end of the signed bytes
-//	mem signature
+//	str selinux_context; 24.11: switch stepinfo (u32 length + data)
+//	                                           <- end of the signed bytes
+//	cred/munge: mem/str signature (the munge credential; u32 0 if unsigned)
 //
-// Only the 22.05 layout (0x2600..) is implemented; DecodeCred and PackCred
-// fail with ErrUnsupportedVersion for older versions. A 23.02 layout goes
-// into a new branch keyed on version >= 0x2700.
+// Under cred/slurm (24.11+) the whole credential is instead one packstr: a
+// JWT whose "payload" claim is the base64 of the signed fields above
+// (plugins/auth/slurm/cred_slurm.c). DecodeCred tells the two apart by the
+// token's shape; Cred.Token holds it.
 
 // Cred is a decoded job credential. See the package doc for the string
 // convention (wire NULL = "", wire "" = EmptyString).
@@ -45,22 +59,30 @@ type Cred struct {
 	// state lists (gres_job_state_pack / gres_step_state_pack): u16
 	// rec_cnt followed by the records. Without GRES both are {0, 0}; nil
 	// packs as {0, 0} too.
-	GresJobState   []byte
-	GresStepState  []byte
-	JobCoreSpec    uint16
-	JobAccount     string
-	JobAliasList   string
-	JobComment     string
-	JobConstraints string
-	JobPartition   string
-	JobReservation string
-	JobRestartCnt  uint16
-	JobStdErr      string
-	JobStdIn       string
-	JobStdOut      string
-	StepHostlist   string
-	X11            uint16
-	CTime          time.Time // creation time; expiry is CTime + cred_expire
+	GresJobState  []byte
+	GresStepState []byte
+	JobCoreSpec   uint16
+	JobAccount    string
+	// JobNodeAddrs (24.11+): the job's node addresses (cloud nodes), or none.
+	JobNodeAddrs     []Addr
+	JobAliasList     string
+	JobComment       string
+	JobConstraints   string
+	JobEndTime       time.Time // 24.11+
+	JobExtra         string    // 24.11+
+	JobExclusive     uint16    // 26.05+
+	JobOversubscribe uint16    // 24.11+
+	JobPartition     string
+	JobQOS           string // 26.05+
+	JobReservation   string
+	JobRestartCnt    uint16
+	JobStartTime     time.Time // 24.11+
+	JobStdErr        string
+	JobStdIn         string
+	JobStdOut        string
+	StepHostlist     string
+	X11              uint16
+	CTime            time.Time // creation time; expiry is CTime + cred_expire
 	// TotCoreCnt is what ctld sent: bit_size(job_core_bitmap) or 0.
 	TotCoreCnt uint32
 	// JobCoreBitmap and StepCoreBitmap are the job's and step's cores on
@@ -78,6 +100,7 @@ type Cred struct {
 	JobNHosts    uint32
 	JobNTasks    uint32
 	JobHostlist  string
+	JobLicenses  string // 24.11+
 	// JobMemAlloc (MiB) and JobMemAllocRepCount have equal length; the
 	// same holds for the step arrays. See JobMemLimit and StepMemLimit.
 	JobMemAlloc          []uint64
@@ -85,6 +108,9 @@ type Cred struct {
 	StepMemAlloc         []uint64
 	StepMemAllocRepCount []uint32
 	SELinuxContext       string
+	// SwitchStepInfo (24.11+) is the switch plugin's step info after its
+	// u32 length: empty with switch/none.
+	SwitchStepInfo []byte
 
 	// Signed is the exact bytes from step_id through selinux_context as
 	// received: what the munge signature covers. DecodeCred sets it and
@@ -96,19 +122,119 @@ type Cred struct {
 	// Signature is the signature mem: with cred/munge the munge credential
 	// string including its trailing NUL ("MUNGE:...:\x00"). Empty for
 	// batch, prolog and kill-job credentials, which ctld does not sign.
-	// It is also the srun I/O key.
+	// It is also the srun I/O key. Under cred/slurm it is the token
+	// followed by a NUL (what srun uses as the I/O key then).
 	Signature []byte
+	// Token is the cred/slurm JWT ("" for cred/munge). It is what PackCred
+	// writes when set; its payload claim is Signed.
+	Token string
 }
 
-// DecodeCred reads a packed credential (fields and signature) at version.
-// The Cred's byte slices are copies; it does not alias the input.
+// DecodeCred reads a packed credential (fields and signature, or a
+// cred/slurm token) at version. The Cred's byte slices are copies; it does
+// not alias the input.
 func DecodeCred(u *Unpacker, version uint16) (*Cred, error) {
-	if version < Version2205 {
-		return nil, u.Fail(fmt.Errorf("%w: job credential layout 0x%04x", ErrUnsupportedVersion, version))
+	if !Speaks(version) {
+		return nil, u.Fail(fmt.Errorf("%w: job credential layout 0x%04x", ErrNoLayout, version))
+	}
+	if version >= Version2411 && peekToken(u) {
+		tok, err := u.Str()
+		if err != nil {
+			return nil, err
+		}
+		return credFromToken(u, version, tok)
 	}
 	start := u.Offset()
 	c := new(Cred)
-	c.StepID, _ = u.StepID()
+	if err := c.unpackFields(u, version); err != nil {
+		return nil, err
+	}
+	c.Signed = append([]byte(nil), u.b[start:u.Offset()]...)
+	c.Signature, _ = u.Mem()
+	return c, u.Err()
+}
+
+// DecodeCredFields decodes signed credential fields alone (a cred/slurm
+// token's payload, or munge's signed bytes) at version. Signed is set to a
+// copy of b.
+func DecodeCredFields(version uint16, b []byte) (*Cred, error) {
+	if !Speaks(version) {
+		return nil, fmt.Errorf("%w: job credential layout 0x%04x", ErrNoLayout, version)
+	}
+	u := NewUnpacker(b)
+	c := new(Cred)
+	if err := c.unpackFields(u, version); err != nil {
+		return nil, wrap("credential fields", err)
+	}
+	if err := u.Done(); err != nil {
+		return nil, wrap("credential fields", err)
+	}
+	c.Signed = append([]byte(nil), b...)
+	return c, nil
+}
+
+// peekToken reports whether the next value is a packstr holding a JWT
+// ("eyJ..." with two dots): the cred/slurm form. A munge-form credential
+// starts with a step id whose first bytes cannot be such a string.
+func peekToken(u *Unpacker) bool {
+	r := u.b[u.off:]
+	if len(r) < 8 {
+		return false
+	}
+	n := int(r[0])<<24 | int(r[1])<<16 | int(r[2])<<8 | int(r[3])
+	if n < 8 || n > len(r)-4 || !bytes.HasPrefix(r[4:], []byte("eyJ")) || r[4+n-1] != 0 {
+		return false
+	}
+	return bytes.Count(r[4:4+n-1], []byte(".")) == 2
+}
+
+// credFromToken decodes the fields out of a cred/slurm token's payload
+// claim. Nothing is verified here (internal/credverify checks the token).
+func credFromToken(u *Unpacker, version uint16, tok string) (*Cred, error) {
+	payload, err := TokenPayload(tok)
+	if err != nil {
+		return nil, u.Fail(err)
+	}
+	c, err := DecodeCredFields(version, payload)
+	if err != nil {
+		return nil, u.Fail(err)
+	}
+	c.Token = tok
+	c.Signature = append([]byte(tok), 0)
+	return c, nil
+}
+
+// TokenPayload returns the decoded "payload" claim of an auth/slurm JWT
+// without verifying it. Slurm encodes the payload with libjwt's base64
+// (standard alphabet, padded); the unpadded and URL forms are accepted too.
+func TokenPayload(tok string) ([]byte, error) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("%w: token has %d parts", ErrMalformed, len(parts))
+	}
+	claims, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return nil, fmt.Errorf("%w: token claims: %v", ErrMalformed, err)
+	}
+	var cl struct {
+		Payload *string `json:"payload"`
+	}
+	if err := json.Unmarshal(claims, &cl); err != nil {
+		return nil, fmt.Errorf("%w: token claims: %v", ErrMalformed, err)
+	}
+	if cl.Payload == nil {
+		return nil, fmt.Errorf("%w: token has no payload claim", ErrMalformed)
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(*cl.Payload); err == nil {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: token payload is not base64", ErrMalformed)
+}
+
+func (c *Cred) unpackFields(u *Unpacker, v uint16) error {
+	c.StepID, _ = u.StepID(v)
 	c.UID, _ = u.U32()
 	c.GID, _ = u.U32()
 	c.PwName, _ = u.Str()
@@ -118,21 +244,45 @@ func DecodeCred(u *Unpacker, version uint16) (*Cred, error) {
 	c.Gids, _ = u.U32Array()
 	c.GrNames, _ = u.StrArray()
 	if u.Err() != nil {
-		return nil, u.Err()
+		return u.Err()
 	}
 	if len(c.GrNames) != 0 && len(c.GrNames) != len(c.Gids) {
-		return nil, u.Fail(fmt.Errorf("%w: cred has %d gr_names for %d gids", ErrMalformed, len(c.GrNames), len(c.Gids)))
+		return u.Fail(fmt.Errorf("%w: cred has %d gr_names for %d gids", ErrMalformed, len(c.GrNames), len(c.Gids)))
 	}
-	c.GresJobState, _ = rawGres(u, skipGresJobStateRec)
-	c.GresStepState, _ = rawGres(u, skipGresStepStateRec)
+	c.GresJobState, _ = rawGres(u, v, skipGresJobStateRec)
+	c.GresStepState, _ = rawGres(u, v, skipGresStepStateRec)
 	c.JobCoreSpec, _ = u.U16()
 	c.JobAccount, _ = u.Str()
+	if v >= Version2411 {
+		n, err := u.Count("job_node_addrs", 2)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n && u.Err() == nil; i++ {
+			a, _ := u.Addr()
+			c.JobNodeAddrs = append(c.JobNodeAddrs, a)
+		}
+	}
 	c.JobAliasList, _ = u.Str()
 	c.JobComment, _ = u.Str()
 	c.JobConstraints, _ = u.Str()
+	if v >= Version2411 {
+		c.JobEndTime, _ = u.Time()
+		c.JobExtra, _ = u.Str()
+		if v >= Version2605 {
+			c.JobExclusive, _ = u.U16()
+		}
+		c.JobOversubscribe, _ = u.U16()
+	}
 	c.JobPartition, _ = u.Str()
+	if v >= Version2605 {
+		c.JobQOS, _ = u.Str()
+	}
 	c.JobReservation, _ = u.Str()
 	c.JobRestartCnt, _ = u.U16()
+	if v >= Version2411 {
+		c.JobStartTime, _ = u.Time()
+	}
 	c.JobStdErr, _ = u.Str()
 	c.JobStdIn, _ = u.Str()
 	c.JobStdOut, _ = u.Str()
@@ -144,74 +294,83 @@ func DecodeCred(u *Unpacker, version uint16) (*Cred, error) {
 	c.StepCoreBitmap, _ = u.Bitmap()
 	coreArraySize, err := u.U16()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if coreArraySize > 0 {
 		c.CoresPerSocket, _ = u.U16Array()
 		c.SocketsPerNode, _ = u.U16Array()
 		c.SockCoreRepCount, _ = u.U32Array()
 		if err := checkLens(u, "core array", int(coreArraySize), len(c.CoresPerSocket), len(c.SocketsPerNode), len(c.SockCoreRepCount)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	cpuArrayCount, err := u.U32()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if cpuArrayCount > 0 {
 		c.CPUArray, _ = u.U16Array()
 		c.CPUArrayReps, _ = u.U32Array()
 		if err := checkLens(u, "cpu array", int(cpuArrayCount), len(c.CPUArray), len(c.CPUArrayReps)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	c.JobNHosts, _ = u.U32()
 	c.JobNTasks, _ = u.U32()
 	c.JobHostlist, _ = u.Str()
+	if v >= Version2411 {
+		c.JobLicenses, _ = u.Str()
+	}
 	c.JobMemAlloc, c.JobMemAllocRepCount, _ = unpackMemAlloc(u, "job mem alloc")
 	c.StepMemAlloc, c.StepMemAllocRepCount, _ = unpackMemAlloc(u, "step mem alloc")
 	c.SELinuxContext, _ = u.Str()
-	if u.Err() != nil {
-		return nil, u.Err()
+	if v >= Version2411 {
+		c.SwitchStepInfo, _ = u.Mem()
 	}
-	c.Signed = append([]byte(nil), u.b[start:u.Offset()]...)
-	c.Signature, _ = u.Mem()
-	return c, u.Err()
+	return u.Err()
 }
 
-// PackCred appends c at version: Signed verbatim if set, else the packed
-// fields, then the signature mem. A nil c is an error (Slurm always sends a
-// credential where one is expected).
+// PackCred appends c at version: the token if set, else Signed verbatim if
+// set, else the packed fields, then the signature. A nil c is an error
+// (Slurm always sends a credential where one is expected).
 func PackCred(p *Packer, version uint16, c *Cred) error {
-	if version < Version2205 {
-		return fmt.Errorf("%w: job credential layout 0x%04x", ErrUnsupportedVersion, version)
+	if !Speaks(version) {
+		return fmt.Errorf("%w: job credential layout 0x%04x", ErrNoLayout, version)
 	}
 	if c == nil {
 		return fmt.Errorf("%w: nil job credential", ErrMalformed)
 	}
+	if c.Token != "" {
+		if version < Version2411 {
+			return fmt.Errorf("%w: a cred/slurm token at 0x%04x", ErrNoLayout, version)
+		}
+		p.Str(c.Token)
+		return nil
+	}
 	if c.Signed != nil {
 		p.Raw(c.Signed)
-	} else if err := c.packFields(p); err != nil {
+	} else if err := c.packFields(p, version); err != nil {
 		return err
 	}
 	p.Mem(c.Signature)
 	return nil
 }
 
-// PackFields returns c's fields packed at version, ignoring Signed and
-// Signature: the bytes a credential signer (munge) signs.
+// PackFields returns c's fields packed at version, ignoring Signed,
+// Signature and Token: the bytes a credential signer signs (munge), or a
+// cred/slurm token's payload.
 func (c *Cred) PackFields(version uint16) ([]byte, error) {
-	if version < Version2205 {
-		return nil, fmt.Errorf("%w: job credential layout 0x%04x", ErrUnsupportedVersion, version)
+	if !Speaks(version) {
+		return nil, fmt.Errorf("%w: job credential layout 0x%04x", ErrNoLayout, version)
 	}
 	p := NewPacker(512)
-	if err := c.packFields(p); err != nil {
+	if err := c.packFields(p, version); err != nil {
 		return nil, err
 	}
 	return p.Bytes(), nil
 }
 
-func (c *Cred) packFields(p *Packer) error {
+func (c *Cred) packFields(p *Packer, v uint16) error {
 	if len(c.GrNames) != 0 && len(c.GrNames) != len(c.Gids) {
 		return fmt.Errorf("%w: cred has %d gr_names for %d gids", ErrMalformed, len(c.GrNames), len(c.Gids))
 	}
@@ -225,7 +384,7 @@ func (c *Cred) packFields(p *Packer) error {
 	if len(c.JobMemAlloc) != len(c.JobMemAllocRepCount) || len(c.StepMemAlloc) != len(c.StepMemAllocRepCount) {
 		return fmt.Errorf("%w: cred mem alloc arrays differ in length", ErrMalformed)
 	}
-	p.StepID(c.StepID)
+	p.StepID(v, c.StepID)
 	p.U32(c.UID)
 	p.U32(c.GID)
 	p.Str(c.PwName)
@@ -234,20 +393,40 @@ func (c *Cred) packFields(p *Packer) error {
 	p.Str(c.PwShell)
 	p.U32Array(c.Gids)
 	p.StrArray(c.GrNames)
-	if err := packGres(p, "gres job state", c.GresJobState, skipGresJobStateRec); err != nil {
+	if err := packGres(p, v, "gres job state", c.GresJobState, skipGresJobStateRec); err != nil {
 		return err
 	}
-	if err := packGres(p, "gres step state", c.GresStepState, skipGresStepStateRec); err != nil {
+	if err := packGres(p, v, "gres step state", c.GresStepState, skipGresStepStateRec); err != nil {
 		return err
 	}
 	p.U16(c.JobCoreSpec)
 	p.Str(c.JobAccount)
+	if v >= Version2411 {
+		p.U32(uint32(len(c.JobNodeAddrs)))
+		for _, a := range c.JobNodeAddrs {
+			p.Addr(a)
+		}
+	}
 	p.Str(c.JobAliasList)
 	p.Str(c.JobComment)
 	p.Str(c.JobConstraints)
+	if v >= Version2411 {
+		p.Time(c.JobEndTime)
+		p.Str(c.JobExtra)
+		if v >= Version2605 {
+			p.U16(c.JobExclusive)
+		}
+		p.U16(c.JobOversubscribe)
+	}
 	p.Str(c.JobPartition)
+	if v >= Version2605 {
+		p.Str(c.JobQOS)
+	}
 	p.Str(c.JobReservation)
 	p.U16(c.JobRestartCnt)
+	if v >= Version2411 {
+		p.Time(c.JobStartTime)
+	}
 	p.Str(c.JobStdErr)
 	p.Str(c.JobStdIn)
 	p.Str(c.JobStdOut)
@@ -271,9 +450,15 @@ func (c *Cred) packFields(p *Packer) error {
 	p.U32(c.JobNHosts)
 	p.U32(c.JobNTasks)
 	p.Str(c.JobHostlist)
+	if v >= Version2411 {
+		p.Str(c.JobLicenses)
+	}
 	packMemAlloc(p, c.JobMemAlloc, c.JobMemAllocRepCount)
 	packMemAlloc(p, c.StepMemAlloc, c.StepMemAllocRepCount)
 	p.Str(c.SELinuxContext)
+	if v >= Version2411 {
+		p.Mem(c.SwitchStepInfo)
+	}
 	return nil
 }
 
@@ -425,39 +610,76 @@ var noGres = []byte{0, 0}
 
 // rawGres reads a u16 rec_cnt and rec_cnt records (skipped with skip) and
 // returns a copy of the bytes read.
-func rawGres(u *Unpacker, skip func(*Unpacker) error) ([]byte, error) {
+func rawGres(u *Unpacker, v uint16, skip func(*Unpacker, uint16) error) ([]byte, error) {
 	start := u.Offset()
 	n, err := u.U16()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := u.CheckCount("gres records", uint32(n), 4); err != nil {
+	if err := skipGresRecs(u, v, uint32(n), skip); err != nil {
 		return nil, err
 	}
-	for i := 0; i < int(n); i++ {
-		magic, err := u.U32()
-		if err != nil {
-			return nil, err
-		}
-		if magic != gresMagic {
-			return nil, u.Fail(fmt.Errorf("%w: gres record magic 0x%08x", ErrMalformed, magic))
-		}
-		if err := skip(u); err != nil {
+	return append([]byte(nil), u.b[start:u.Offset()]...), nil
+}
+
+// rawGresList reads a slurm_pack_list of gres records (u32 count, NoVal
+// for a NULL list: 26.05's gres_prep lists) and returns a copy of it.
+func rawGresList(u *Unpacker, v uint16, skip func(*Unpacker, uint16) error) ([]byte, error) {
+	start := u.Offset()
+	n, err := u.U32()
+	if err != nil {
+		return nil, err
+	}
+	if n != NoVal {
+		if err := skipGresRecs(u, v, n, skip); err != nil {
 			return nil, err
 		}
 	}
 	return append([]byte(nil), u.b[start:u.Offset()]...), nil
 }
 
+func skipGresRecs(u *Unpacker, v uint16, n uint32, skip func(*Unpacker, uint16) error) error {
+	if _, err := u.CheckCount("gres records", n, 4); err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		magic, err := u.U32()
+		if err != nil {
+			return err
+		}
+		if magic != gresMagic {
+			return u.Fail(fmt.Errorf("%w: gres record magic 0x%08x", ErrMalformed, magic))
+		}
+		if err := skip(u, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // packGres writes raw (nil: no records) after checking it is exactly one
-// well-formed gres list.
-func packGres(p *Packer, what string, raw []byte, skip func(*Unpacker) error) error {
+// well-formed gres list of version v.
+func packGres(p *Packer, v uint16, what string, raw []byte, skip func(*Unpacker, uint16) error) error {
+	return packRawGres(p, v, what, raw, skip, rawGres, noGres)
+}
+
+// packGresList is packGres for the slurm_pack_list form (nil: a NULL list).
+func packGresList(p *Packer, v uint16, what string, raw []byte, skip func(*Unpacker, uint16) error) error {
+	return packRawGres(p, v, what, raw, skip, rawGresList, noGresList)
+}
+
+// noGresList is a NULL slurm_pack_list (count NO_VAL), what ctld sends
+// for a job without GRES.
+var noGresList = []byte{0xff, 0xff, 0xff, 0xfe}
+
+func packRawGres(p *Packer, v uint16, what string, raw []byte, skip func(*Unpacker, uint16) error,
+	read func(*Unpacker, uint16, func(*Unpacker, uint16) error) ([]byte, error), none []byte) error {
 	if raw == nil {
-		p.Raw(noGres)
+		p.Raw(none)
 		return nil
 	}
 	u := NewUnpacker(raw)
-	if _, err := rawGres(u, skip); err != nil {
+	if _, err := read(u, v, skip); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if err := u.Done(); err != nil {
@@ -486,84 +708,118 @@ func skipBitmaps(u *Unpacker, nodeCnt uint32) error {
 	return u.Err()
 }
 
+// skipOptional skips a u8 flag and, when it is set, what skip reads.
+func skipOptional(u *Unpacker, skip func() error) error {
+	has, err := u.U8()
+	if err != nil || has == 0 {
+		return err
+	}
+	return skip()
+}
+
+// skipPerNodeArrays skips node_cnt × (u8 flag [+ arr64]): 24.11's
+// gres_per_bit_alloc and gres_per_bit_step_alloc.
+func skipPerNodeArrays(u *Unpacker, nodeCnt uint32) error {
+	n, err := u.CheckCount("gres per-bit arrays", nodeCnt, 1)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n && u.Err() == nil; i++ {
+		_ = skipOptional(u, func() error { _, err := u.U64Array(); return err })
+	}
+	return u.Err()
+}
+
+func gresNodeCnt(u *Unpacker) (uint32, error) {
+	nodeCnt, err := u.U32()
+	if err != nil {
+		return 0, err
+	}
+	if nodeCnt > NoVal {
+		return 0, u.Fail(fmt.Errorf("%w: gres node_cnt 0x%x", ErrMalformed, nodeCnt))
+	}
+	return nodeCnt, nil
+}
+
 // skipGresJobStateRec skips one gres_job_state_pack record after its magic.
-func skipGresJobStateRec(u *Unpacker) error {
+func skipGresJobStateRec(u *Unpacker, v uint16) error {
 	// plugin_id u32, cpus_per_gres u16, flags u16, 5×u64 gres_per_*,
 	// mem_per_gres; u16 ntasks_per_gres; u64 total_gres.
 	_, _ = u.Raw(4 + 2 + 2 + 5*8 + 2 + 8)
 	_, _ = u.Str() // type_name
-	nodeCnt, err := u.U32()
+	nodeCnt, err := gresNodeCnt(u)
 	if err != nil {
 		return err
 	}
-	if nodeCnt > NoVal {
-		return u.Fail(fmt.Errorf("%w: gres node_cnt 0x%x", ErrMalformed, nodeCnt))
+	arr := func() error { _, err := u.U64Array(); return err }
+	bits := func() error { return skipBitmaps(u, nodeCnt) }
+	if err := skipOptional(u, arr); err != nil { // gres_cnt_node_alloc
+		return err
 	}
-	if has, _ := u.U8(); has != 0 {
-		_, _ = u.U64Array() // gres_cnt_node_alloc
+	if err := skipOptional(u, bits); err != nil { // gres_bit_alloc
+		return err
 	}
-	if has, _ := u.U8(); has != 0 {
-		if err := skipBitmaps(u, nodeCnt); err != nil { // gres_bit_alloc
+	if v >= Version2411 {
+		if err := skipPerNodeArrays(u, nodeCnt); err != nil { // gres_per_bit_alloc
 			return err
 		}
 	}
-	if has, _ := u.U8(); has != 0 {
-		if err := skipBitmaps(u, nodeCnt); err != nil { // gres_bit_step_alloc
-			return err
-		}
+	if err := skipOptional(u, bits); err != nil { // gres_bit_step_alloc
+		return err
 	}
-	if has, _ := u.U8(); has != 0 {
+	err = skipOptional(u, func() error { // gres_cnt_step_alloc
 		n, err := u.CheckCount("gres_cnt_step_alloc", nodeCnt, 8)
 		if err != nil {
 			return err
 		}
-		_, _ = u.Raw(8 * n)
+		_, err = u.Raw(8 * n)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if v >= Version2411 {
+		return skipPerNodeArrays(u, nodeCnt) // gres_per_bit_step_alloc
 	}
 	return u.Err()
 }
 
 // skipGresStepStateRec skips one gres_step_state_pack record after its magic.
-func skipGresStepStateRec(u *Unpacker) error {
+func skipGresStepStateRec(u *Unpacker, v uint16) error {
 	// plugin_id u32, cpus_per_gres u16, flags u16, 6×u64 gres_per_step,
 	// gres_per_node, gres_per_socket, gres_per_task, mem_per_gres, total_gres.
 	_, _ = u.Raw(4 + 2 + 2 + 6*8)
-	nodeCnt, err := u.U32()
+	if v >= Version2411 {
+		_, _ = u.Str() // type_name
+	}
+	nodeCnt, err := gresNodeCnt(u)
 	if err != nil {
 		return err
 	}
-	if nodeCnt > NoVal {
-		return u.Fail(fmt.Errorf("%w: gres node_cnt 0x%x", ErrMalformed, nodeCnt))
-	}
 	skipBitmap(u) // node_in_use
-	if has, _ := u.U8(); has != 0 {
-		_, _ = u.U64Array()
+	if err := skipOptional(u, func() error { _, err := u.U64Array(); return err }); err != nil {
+		return err
 	}
-	if has, _ := u.U8(); has != 0 {
-		if err := skipBitmaps(u, nodeCnt); err != nil {
-			return err
-		}
+	if err := skipOptional(u, func() error { return skipBitmaps(u, nodeCnt) }); err != nil {
+		return err
+	}
+	if v >= Version2411 {
+		return skipPerNodeArrays(u, nodeCnt) // gres_per_bit_alloc
 	}
 	return u.Err()
 }
 
-// skipGresJobAllocRec skips one gres_job_alloc_pack record (the prolog /
-// epilog GRES info of kill_job_msg and prolog_launch_msg) after its magic.
-func skipGresJobAllocRec(u *Unpacker) error {
+// skipGresJobAllocRec skips one gres_job_alloc_pack / gres_prep_pack
+// record (the prolog / epilog GRES info of kill_job_msg and
+// prolog_launch_msg) after its magic; one layout in every spoken release.
+func skipGresJobAllocRec(u *Unpacker, _ uint16) error {
 	_, _ = u.U32() // plugin_id
-	nodeCnt, err := u.U32()
+	nodeCnt, err := gresNodeCnt(u)
 	if err != nil {
 		return err
 	}
-	if nodeCnt > NoVal {
-		return u.Fail(fmt.Errorf("%w: gres node_cnt 0x%x", ErrMalformed, nodeCnt))
+	if err := skipOptional(u, func() error { _, err := u.U64Array(); return err }); err != nil {
+		return err
 	}
-	if has, _ := u.U8(); has != 0 {
-		_, _ = u.U64Array()
-	}
-	if has, _ := u.U8(); has != 0 {
-		if err := skipBitmaps(u, nodeCnt); err != nil {
-			return err
-		}
-	}
-	return u.Err()
+	return skipOptional(u, func() error { return skipBitmaps(u, nodeCnt) })
 }

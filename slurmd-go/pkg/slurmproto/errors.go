@@ -2,6 +2,7 @@ package slurmproto
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -17,10 +18,14 @@ var (
 	// ErrMalformed: the bytes are present but not a valid encoding
 	// (bad bitmap hex, body_length mismatch, trailing bytes, ...).
 	ErrMalformed = errors.New("slurmproto: malformed data")
-	// ErrUnsupportedVersion: header protocol version outside what 22.05 speaks.
+	// ErrUnsupportedVersion: a protocol version that is no known release.
 	ErrUnsupportedVersion = errors.New("slurmproto: unsupported protocol version")
-	// ErrUnknownMsgType: no body codec is registered for the type/version.
+	// ErrUnknownMsgType: no body codec is registered for the type in any
+	// release.
 	ErrUnknownMsgType = errors.New("slurmproto: unknown message type")
+	// ErrNoLayout: the type has layouts, but none for this release. It
+	// wraps ErrUnsupportedVersion: the answer is SLURM_PROTOCOL_VERSION_ERROR.
+	ErrNoLayout = fmt.Errorf("%w: no layout in this release", ErrUnsupportedVersion)
 )
 
 // ctxError adds context to an error from this package without repeating

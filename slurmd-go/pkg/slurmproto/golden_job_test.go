@@ -110,7 +110,7 @@ func goldEnv(home, name, nofile string) []string {
 // the single-node goldjob jobs.
 func batchCred(t *testing.T, job, step uint32, root bool, node, core string, mem uint64, ctime time.Time) *Cred {
 	c := &Cred{
-		StepID: StepID{job, step, NoVal}, UID: 1002, GID: 1002,
+		StepID: StepID{JobID: job, StepID: step, StepHetComp: NoVal}, UID: 1002, GID: 1002,
 		PwName: "tieegold", PwGecos: EmptyString, PwDir: "/home/tieegold", PwShell: "/bin/bash", Gids: []uint32{1002},
 		GresJobState: []byte{0, 0}, GresStepState: []byte{0, 0}, JobCoreSpec: NoVal16, JobPartition: "gj",
 		JobStdIn: "/dev/null", StepHostlist: node, CTime: ctime, TotCoreCnt: 2,
@@ -197,7 +197,7 @@ func TestGoldenJob_BatchTwoNodes(t *testing.T) {
 		t.Errorf("environment %q", env)
 	}
 	c := got.Cred
-	if c.StepID != (StepID{5, StepIDBatch, NoVal}) || c.JobHostlist != "j[1-2]" || c.StepHostlist != "j1" ||
+	if c.StepID != (StepID{JobID: 5, StepID: StepIDBatch, StepHetComp: NoVal}) || c.JobHostlist != "j[1-2]" || c.StepHostlist != "j1" ||
 		c.JobNHosts != 2 || c.JobNTasks != 2 || c.TotCoreCnt != 4 || c.JobCoreBitmap.HexMask() != "0x6" ||
 		c.StepCoreBitmap.HexMask() != "0x6" || !reflect.DeepEqual(c.SockCoreRepCount, []uint32{2}) ||
 		!reflect.DeepEqual(c.CPUArrayReps, []uint32{2}) || !reflect.DeepEqual(c.JobMemAlloc, []uint64{80}) ||
@@ -237,7 +237,7 @@ func TestGoldenJob_LaunchProlog(t *testing.T) {
 	p := b.(*LaunchProlog)
 	c := p.Cred
 	if p.JobID != 5 || p.Nodes != "j[1-2]" || p.UserName != "tieegold" || p.UID != 1002 ||
-		c.StepID != (StepID{5, StepIDExtern, NoVal}) || c.StepHostlist != "j[1-2]" ||
+		c.StepID != (StepID{JobID: 5, StepID: StepIDExtern, StepHetComp: NoVal}) || c.StepHostlist != "j[1-2]" ||
 		!reflect.DeepEqual(c.JobMemAllocRepCount, []uint32{2}) || c.JobMemLimit(1) != 80 || c.JobMemLimit(2) != 0 {
 		t.Errorf("prolog %+v\ncred %+v", p, c)
 	}
@@ -261,13 +261,13 @@ func TestGoldenJob_KillJob(t *testing.T) {
 		// exit 3: FAILED|COMPLETING, exit_code = raw status 0x300.
 		{"terminate_job_v2600.bin", KillJob{
 			Type: RequestTerminateJob, HasCred: true, ExitCode: 0x300, GresJobAlloc: []byte{0, 0},
-			StepID: StepID{2, NoVal, NoVal}, JobState: 0x8005, Nodes: "j1", SelectPluginID: SelectPluginConsTres,
+			StepID: StepID{JobID: 2, StepID: NoVal, StepHetComp: NoVal}, JobState: 0x8005, Nodes: "j1", SelectPluginID: SelectPluginConsTres,
 			StartTime: t160604, Time: t160604, WorkDir: "/tmp/goldjob/work-root",
 		}, killCred(2, true, "0x2", t160604)},
 		// -t 1: TIMEOUT|COMPLETING.
 		{"kill_timelimit_v2600.bin", KillJob{
 			Type: RequestKillTimelimit, HasCred: true, GresJobAlloc: []byte{0, 0},
-			StepID: StepID{1, NoVal, NoVal}, JobState: 0x8006, JobUID: 1002, JobGID: 1002, Nodes: "j1",
+			StepID: StepID{JobID: 1, StepID: NoVal, StepHetComp: NoVal}, JobState: 0x8006, JobUID: 1002, JobGID: 1002, Nodes: "j1",
 			SelectPluginID: SelectPluginConsTres, StartTime: t160604, Time: t160717, WorkDir: "/tmp/goldjob/work-user",
 		}, killCred(1, false, "0x1", t160717)},
 	}
@@ -291,7 +291,7 @@ func TestGoldenJob_KillJob(t *testing.T) {
 	// scancel of the running two-node job: CANCELLED|COMPLETING.
 	m, b := decodeGolden(t, "terminate_job_cancelled_v2600.bin")
 	k := b.(*KillJob)
-	if k.StepID != (StepID{5, NoVal, NoVal}) || k.JobState != 0x8004 || k.ExitCode != 0 || k.Nodes != "j[1-2]" ||
+	if k.StepID != (StepID{JobID: 5, StepID: NoVal, StepHetComp: NoVal}) || k.JobState != 0x8004 || k.ExitCode != 0 || k.Nodes != "j[1-2]" ||
 		k.Cred.JobHostlist != "j[1-2]" || k.Cred.StepHostlist != "" || unixOnly(k.Time) != unixOnly(t160627) {
 		t.Errorf("kill %+v\ncred %+v", k, k.Cred)
 	}
@@ -307,10 +307,10 @@ func TestGoldenJob_Small(t *testing.T) {
 		want Body
 	}{
 		// scancel -s USR1 (steps only; dummy step MaxStepCount+1).
-		{"signal_tasks_v2600.bin", &SignalTasks{Type: RequestSignalTasks, StepID: StepID{5, 40001, NoVal}, Flags: KillStepsOnly, Signal: 10}},
+		{"signal_tasks_v2600.bin", &SignalTasks{Type: RequestSignalTasks, StepID: StepID{JobID: 5, StepID: 40001, StepHetComp: NoVal}, Flags: KillStepsOnly, Signal: 10}},
 		// scancel -b -s USR1: the batch step itself.
-		{"signal_tasks_batch_v2600.bin", &SignalTasks{Type: RequestSignalTasks, StepID: StepID{5, StepIDBatch, NoVal}, Flags: KillJobBatch, Signal: 10}},
-		{"job_notify_v2600.bin", &JobNotify{StepID: StepID{5, NoVal, NoVal}, Message: "hello"}},
+		{"signal_tasks_batch_v2600.bin", &SignalTasks{Type: RequestSignalTasks, StepID: StepID{JobID: 5, StepID: StepIDBatch, StepHetComp: NoVal}, Flags: KillJobBatch, Signal: 10}},
+		{"job_notify_v2600.bin", &JobNotify{StepID: StepID{JobID: 5, StepID: NoVal, StepHetComp: NoVal}, Message: "hello"}},
 		{"complete_prolog_v2600.bin", &CompleteProlog{JobID: 2, NodeName: "j1"}},
 		// exit 3 -> raw wait status 0x300; jobacct_gather/none -> u8 0.
 		{"complete_batch_script_v2600.bin", &CompleteBatchScript{JobID: 2, JobRC: 0x300, NodeName: "j1"}},
@@ -318,7 +318,7 @@ func TestGoldenJob_Small(t *testing.T) {
 		{"complete_batch_script_timeout_v2600.bin", &CompleteBatchScript{JobID: 1, JobRC: 15, UserID: 1002, NodeName: "j1"}},
 		{"epilog_complete_v2600.bin", &EpilogComplete{JobID: 2, NodeName: "j1"}},
 		// srun -N2 -n2: the j2 stepd reports node rank 1.
-		{"step_complete_v2600.bin", &StepComplete{StepID: StepID{7, 0, NoVal}, RangeFirst: 1, RangeLast: 1}},
+		{"step_complete_v2600.bin", &StepComplete{StepID: StepID{JobID: 7, StepID: 0, StepHetComp: NoVal}, RangeFirst: 1, RangeLast: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestGoldenJob_SignedStepCred(t *testing.T) {
 		t.Fatalf("signature %q", sig)
 	}
 	want := &Cred{
-		StepID: StepID{7, 0, NoVal}, UID: 1002, GID: 1002,
+		StepID: StepID{JobID: 7, StepID: 0, StepHetComp: NoVal}, UID: 1002, GID: 1002,
 		PwName: "tieegold", PwGecos: EmptyString, PwDir: "/home/tieegold", PwShell: "/bin/bash", Gids: []uint32{1002},
 		GresJobState: []byte{0, 0}, GresStepState: []byte{0, 0}, JobCoreSpec: NoVal16, JobPartition: "gj",
 		StepHostlist: "j[1-2]", CTime: t160642, TotCoreCnt: 4,

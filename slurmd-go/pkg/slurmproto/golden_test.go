@@ -382,7 +382,8 @@ func TestDecodeMessage_Malformed(t *testing.T) {
 	}{
 		{"empty", nil, ErrShortBuffer},
 		{"bad version low", append([]byte{0x23, 0x00}, good[2:]...), ErrUnsupportedVersion},
-		{"bad version 23.02", append([]byte{0x27, 0x00}, good[2:]...), ErrUnsupportedVersion},
+		{"bad version 0x2780", append([]byte{0x27, 0x80}, good[2:]...), ErrUnsupportedVersion},
+		{"bad version 27.00", append([]byte{0x30, 0x00}, good[2:]...), ErrUnsupportedVersion},
 		{"truncated header", good[:10], ErrShortBuffer},
 		{"truncated in ret_list", good[:25], ErrShortBuffer},
 		{"truncated body", good[:len(good)-1], ErrShortBuffer},
@@ -408,8 +409,8 @@ func TestDecodeMessage_Malformed(t *testing.T) {
 }
 
 func TestDecodeHeader_UnsupportedVersionKeepsVersion(t *testing.T) {
-	h, err := DecodeHeader(NewUnpacker([]byte{0x27, 0x00, 0, 0}))
-	if !errors.Is(err, ErrUnsupportedVersion) || h.Version != 0x2700 {
+	h, err := DecodeHeader(NewUnpacker([]byte{0x2e, 0x00, 0, 0}))
+	if !errors.Is(err, ErrUnsupportedVersion) || h.Version != 0x2e00 {
 		t.Fatalf("%v %+v", err, h)
 	}
 }

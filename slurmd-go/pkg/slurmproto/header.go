@@ -9,6 +9,11 @@ type Forward struct {
 	Nodes     string // ranged hostlist, e.g. "n[3-5]"
 	TimeoutMS uint32
 	TreeWidth uint16
+	// NetCred is forward.alias_addrs.net_cred, present from 23.11 when the
+	// header has FlagPackAddrs (cloud nodes' addresses, signed by ctld).
+	NetCred string
+	// TreeDepth (24.11+) is how deep in the fan-out tree the receiver is.
+	TreeDepth uint16
 }
 
 // RetEntry is one ret_list entry of an aggregated (forwarded) reply:
@@ -37,11 +42,6 @@ type Header struct {
 	OrigAddr   Addr
 }
 
-// ValidVersion reports whether v is a protocol version whose header layout
-// this package can decode (0x2400..0x26ff). Real 22.05 daemons accept only
-// exactly 0x2400, 0x2500 and 0x2600 (check_header_version).
-func ValidVersion(v uint16) bool { return v >= MinVersion && v <= MaxHeaderVersion }
-
 // EncodeHeader packs h. BodyLength is packed as given.
 func EncodeHeader(h Header) []byte {
 	p := NewPacker(64)
@@ -50,7 +50,9 @@ func EncodeHeader(h Header) []byte {
 }
 
 // PackHeader appends the packed header to p. Versions below 0x2600 get the
-// extra u16 msg_index after flags. The ret_list count is len(h.RetList).
+// extra u16 msg_index after flags; 23.11+ packs the forward block's net
+// credential when FlagPackAddrs is set, and 24.11+ its tree depth. The
+// ret_list count is len(h.RetList).
 func PackHeader(p *Packer, h Header) {
 	p.U16(h.Version)
 	p.U16(h.Flags)
@@ -64,6 +66,12 @@ func PackHeader(p *Packer, h Header) {
 		p.Str(h.Forward.Nodes)
 		p.U32(h.Forward.TimeoutMS)
 		p.U16(h.Forward.TreeWidth)
+		if h.Version >= Version2311 && h.Flags&FlagPackAddrs != 0 {
+			p.Str(h.Forward.NetCred)
+		}
+		if h.Version >= Version2411 {
+			p.U16(h.Forward.TreeDepth)
+		}
 	}
 	p.U16(uint16(len(h.RetList)))
 	for _, e := range h.RetList {
@@ -102,6 +110,12 @@ func DecodeHeader(u *Unpacker) (Header, error) {
 		h.Forward.Nodes, _ = u.Str()
 		h.Forward.TimeoutMS, _ = u.U32()
 		h.Forward.TreeWidth, _ = u.U16()
+		if h.Version >= Version2311 && h.Flags&FlagPackAddrs != 0 {
+			h.Forward.NetCred, _ = u.Str()
+		}
+		if h.Version >= Version2411 {
+			h.Forward.TreeDepth, _ = u.U16()
+		}
 	}
 	retCnt, err := u.U16()
 	if err != nil {

@@ -8,16 +8,22 @@ import (
 )
 
 // AuthBlock is the auth section between header and body: u32 plugin id then
-// plugin data. For auth/munge the data is one packstr holding the munge
-// credential.
+// plugin data. auth/munge and auth/slurm both put one packstr there: the
+// munge credential or the JWT. A header with FlagNoAuthCred has no auth
+// block at all (replies from 24.11 on): its AuthBlock is the zero value.
 type AuthBlock struct {
 	PluginID uint32
-	// Cred is the munge credential "MUNGE:...:" without the trailing NUL
-	// (PluginID == AuthPluginMunge).
+	// Cred is the munge credential "MUNGE:...:" or the auth/slurm token,
+	// without the trailing NUL (PluginID AuthPluginMunge or AuthPluginSlurm).
 	Cred string
 	// Raw holds the plugin data verbatim for other plugins (jwt, none), so
 	// such frames still decode and re-encode unchanged.
 	Raw []byte
+}
+
+// HasCredString reports whether the plugin's data is one packstr (munge, slurm).
+func (a AuthBlock) HasCredString() bool {
+	return a.PluginID == AuthPluginMunge || a.PluginID == AuthPluginSlurm
 }
 
 // Message is one decoded frame.
@@ -98,6 +104,13 @@ func DecodeMessage(frame []byte) (*Message, error) {
 	}
 	bodyStart := len(frame) - int(h.BodyLength)
 	m.Body = frame[bodyStart:]
+	if h.Flags&FlagNoAuthCred != 0 {
+		if bodyStart != u.Offset() {
+			return m, fmt.Errorf("%w: %d bytes between header and body of a frame without auth block",
+				ErrMalformed, bodyStart-u.Offset())
+		}
+		return m, nil
+	}
 	a, err := decodeAuth(NewUnpacker(frame[u.Offset():bodyStart]))
 	if err != nil {
 		return m, err
@@ -115,12 +128,12 @@ func decodeAuth(u *Unpacker) (AuthBlock, error) {
 	if a.PluginID, err = u.U32(); err != nil {
 		return a, wrap("auth block", err)
 	}
-	if a.PluginID != AuthPluginMunge {
+	if !a.HasCredString() {
 		a.Raw, _ = u.Raw(u.Remaining())
 		return a, nil
 	}
 	if a.Cred, err = u.Str(); err != nil {
-		return a, wrap("munge credential", err)
+		return a, wrap("auth credential", err)
 	}
 	if err := u.Done(); err != nil {
 		return a, wrap("auth block and body_length disagree", err)
@@ -131,7 +144,7 @@ func decodeAuth(u *Unpacker) (AuthBlock, error) {
 // PackAuth appends the auth block to p.
 func PackAuth(p *Packer, a AuthBlock) {
 	p.U32(a.PluginID)
-	if a.PluginID == AuthPluginMunge {
+	if a.HasCredString() {
 		p.Str(a.Cred)
 		return
 	}
@@ -139,13 +152,16 @@ func PackAuth(p *Packer, a AuthBlock) {
 }
 
 // EncodeMessage returns the complete frame, with its 4-byte length prefix,
-// for header h (BodyLength is set from body), auth block a and body.
+// for header h (BodyLength is set from body), auth block a and body. With
+// FlagNoAuthCred in h.Flags, a is ignored and no auth block is packed.
 func EncodeMessage(h Header, a AuthBlock, body []byte) []byte {
 	h.BodyLength = uint32(len(body))
 	p := NewPacker(128 + len(a.Cred) + len(body))
 	p.U32(0)
 	PackHeader(p, h)
-	PackAuth(p, a)
+	if h.Flags&FlagNoAuthCred == 0 {
+		PackAuth(p, a)
+	}
 	p.Raw(body)
 	b := p.Bytes()
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))

@@ -59,12 +59,18 @@ const MemPerCPU uint64 = 0x8000000000000000
 // BatchJobLaunch is REQUEST_BATCH_JOB_LAUNCH (ctld → batch host). Fields in
 // wire order. Argv and Environment are each preceded on the wire by a
 // separate u32 count (argc, envc) that must equal the array's own count.
+//
+// 24.11 dropped uid, gid, user_name, alias_list and select_jobinfo (the
+// identity is the credential's) and appended the cpu frequencies and
+// oom_kill_step; 26.05 (25.11) dropped job_id (the credential's step id has
+// it) and added tres_per_task. Decoding fills UID, GID and, for 26.05,
+// JobID from the credential so that readers need not care.
 type BatchJobLaunch struct {
 	JobID       uint32
-	HetJobID    uint32 // 0 unless a het job
-	UID         uint32
-	GID         uint32
-	UserName    string   // NULL from ctld; slurmd takes it from the cred
+	HetJobID    uint32   // 0 unless a het job
+	UID         uint32   // 22.05 on the wire
+	GID         uint32   // 22.05 on the wire
+	UserName    string   // 22.05 on the wire: NULL from ctld; slurmd takes it from the cred
 	Gids        []uint32 // empty from ctld; slurmd takes them from the cred
 	Partition   string
 	NTasks      uint32
@@ -82,7 +88,7 @@ type BatchJobLaunch struct {
 	// CPUsPerNode and CPUCountReps have equal length (num_cpu_groups).
 	CPUsPerNode  []uint16
 	CPUCountReps []uint32
-	AliasList    string
+	AliasList    string // 22.05
 	CPUBind      string
 	Nodes        string
 	Script       string
@@ -97,13 +103,18 @@ type BatchJobLaunch struct {
 	// CredVersion is the layout of Cred; 0 encodes as the message version.
 	CredVersion    uint16
 	Cred           *Cred
-	SelectPluginID uint32 // select_jobinfo: plugin id, no payload (SelectPluginConsTres, ...)
+	SelectPluginID uint32 // 22.05: select_jobinfo, plugin id, no payload (SelectPluginConsTres, ...)
 	Account        string
 	QOS            string
 	ResvName       string
 	Profile        uint32
 	TresBind       string
 	TresFreq       string
+	TresPerTask    string // 26.05
+	CPUFreqMin     uint32 // 24.11
+	CPUFreqMax     uint32 // 24.11
+	CPUFreqGov     uint32 // 24.11
+	OOMKillStep    bool   // 24.11
 }
 
 // MsgType implements Body.
@@ -113,11 +124,15 @@ func encBatchLaunch(p *Packer, v uint16, m *BatchJobLaunch) error {
 	if len(m.CPUsPerNode) != len(m.CPUCountReps) {
 		return fmt.Errorf("%w: %d cpus_per_node but %d cpu_count_reps", ErrMalformed, len(m.CPUsPerNode), len(m.CPUCountReps))
 	}
-	p.U32(m.JobID)
+	if v < Version2605 {
+		p.U32(m.JobID)
+	}
 	p.U32(m.HetJobID)
-	p.U32(m.UID)
-	p.U32(m.GID)
-	p.Str(m.UserName)
+	if v == Version2205 {
+		p.U32(m.UID)
+		p.U32(m.GID)
+		p.Str(m.UserName)
+	}
 	p.U32Array(m.Gids)
 	p.Str(m.Partition)
 	p.U32(m.NTasks)
@@ -137,7 +152,9 @@ func encBatchLaunch(p *Packer, v uint16, m *BatchJobLaunch) error {
 		p.U16Array(m.CPUsPerNode)
 		p.U32Array(m.CPUCountReps)
 	}
-	p.Str(m.AliasList)
+	if v == Version2205 {
+		p.Str(m.AliasList)
+	}
 	p.Str(m.CPUBind)
 	p.Str(m.Nodes)
 	p.Str(m.Script)
@@ -159,22 +176,37 @@ func encBatchLaunch(p *Packer, v uint16, m *BatchJobLaunch) error {
 	if err := PackCred(p, cv, m.Cred); err != nil {
 		return err
 	}
-	p.U32(m.SelectPluginID)
+	if v == Version2205 {
+		p.U32(m.SelectPluginID)
+	}
 	p.Str(m.Account)
 	p.Str(m.QOS)
 	p.Str(m.ResvName)
 	p.U32(m.Profile)
 	p.Str(m.TresBind)
 	p.Str(m.TresFreq)
+	if v >= Version2411 {
+		if v >= Version2605 {
+			p.Str(m.TresPerTask)
+		}
+		p.U32(m.CPUFreqMin)
+		p.U32(m.CPUFreqMax)
+		p.U32(m.CPUFreqGov)
+		p.Bool(m.OOMKillStep)
+	}
 	return nil
 }
 
-func decBatchLaunch(u *Unpacker, _ uint16, _ MsgType, m *BatchJobLaunch) error {
-	m.JobID, _ = u.U32()
+func decBatchLaunch(u *Unpacker, v uint16, _ MsgType, m *BatchJobLaunch) error {
+	if v < Version2605 {
+		m.JobID, _ = u.U32()
+	}
 	m.HetJobID, _ = u.U32()
-	m.UID, _ = u.U32()
-	m.GID, _ = u.U32()
-	m.UserName, _ = u.Str()
+	if v == Version2205 {
+		m.UID, _ = u.U32()
+		m.GID, _ = u.U32()
+		m.UserName, _ = u.Str()
+	}
 	m.Gids, _ = u.U32Array()
 	m.Partition, _ = u.Str()
 	m.NTasks, _ = u.U32()
@@ -200,7 +232,9 @@ func decBatchLaunch(u *Unpacker, _ uint16, _ MsgType, m *BatchJobLaunch) error {
 			return err
 		}
 	}
-	m.AliasList, _ = u.Str()
+	if v == Version2205 {
+		m.AliasList, _ = u.Str()
+	}
 	m.CPUBind, _ = u.Str()
 	m.Nodes, _ = u.Str()
 	m.Script, _ = u.Str()
@@ -219,13 +253,26 @@ func decBatchLaunch(u *Unpacker, _ uint16, _ MsgType, m *BatchJobLaunch) error {
 	if m.Cred, err = DecodeCred(u, m.CredVersion); err != nil {
 		return err
 	}
-	m.SelectPluginID, _ = u.U32()
+	if v == Version2205 {
+		m.SelectPluginID, _ = u.U32()
+	}
 	m.Account, _ = u.Str()
 	m.QOS, _ = u.Str()
 	m.ResvName, _ = u.Str()
 	m.Profile, _ = u.U32()
 	m.TresBind, _ = u.Str()
 	m.TresFreq, _ = u.Str()
+	if v >= Version2411 {
+		if v >= Version2605 {
+			m.TresPerTask, _ = u.Str()
+			m.JobID = m.Cred.StepID.JobID
+		}
+		m.CPUFreqMin, _ = u.U32()
+		m.CPUFreqMax, _ = u.U32()
+		m.CPUFreqGov, _ = u.U32()
+		m.OOMKillStep, _ = u.Bool()
+		m.UID, m.GID = m.Cred.UID, m.Cred.GID
+	}
 	return nil
 }
 
@@ -252,7 +299,9 @@ func countedStrArray(u *Unpacker, what string) ([]string, error) {
 //
 // Layouts: 22.05 is the full field list; 21.08 starts at GresJobAlloc
 // (no cred, details, derived_ec or exit_code; ExitCode decodes as Infinite
-// as in C); 20.11 also lacks WorkDir.
+// as in C); 20.11 also lacks WorkDir. 24.11 drops select_jobinfo; 26.05
+// (25.05) packs GresJobAlloc as a slurm_pack_list (u32 count, NoVal for
+// none) instead of a u16 record count.
 type KillJob struct {
 	// Type selects the message type; zero means REQUEST_TERMINATE_JOB.
 	Type MsgType
@@ -264,8 +313,9 @@ type KillJob struct {
 	Details   string
 	DerivedEC uint32
 	ExitCode  uint32 // raw wait status of the batch script
-	// GresJobAlloc is the raw gres_job_alloc_pack list (u16 rec_cnt +
-	// records; {0, 0} without GRES, and nil packs as that).
+	// GresJobAlloc is the raw gres_job_alloc_pack / gres_prep list as it is
+	// on the wire at the message's version (u16 rec_cnt + records, or from
+	// 26.05 u32 count + records); nil packs as "no GRES" in either form.
 	GresJobAlloc   []byte
 	StepID         StepID // step NoVal: the whole job
 	HetJobID       uint32
@@ -273,7 +323,7 @@ type KillJob struct {
 	JobUID         uint32
 	JobGID         uint32
 	Nodes          string
-	SelectPluginID uint32
+	SelectPluginID uint32 // before 24.11
 	SpankJobEnv    []string
 	StartTime      time.Time
 	Time           time.Time // when ctld issued the request
@@ -286,6 +336,22 @@ func (b KillJob) MsgType() MsgType {
 		return RequestTerminateJob
 	}
 	return b.Type
+}
+
+// packGresPrep and unpackGresPrep handle the prolog/epilog GRES list of
+// kill and prolog messages in the form of version v.
+func packGresPrep(p *Packer, v uint16, raw []byte) error {
+	if v >= Version2605 {
+		return packGresList(p, v, "gres prep", raw, skipGresJobAllocRec)
+	}
+	return packGres(p, v, "gres job alloc", raw, skipGresJobAllocRec)
+}
+
+func unpackGresPrep(u *Unpacker, v uint16) ([]byte, error) {
+	if v >= Version2605 {
+		return rawGresList(u, v, skipGresJobAllocRec)
+	}
+	return rawGres(u, v, skipGresJobAllocRec)
 }
 
 func encKillJob(p *Packer, v uint16, m *KillJob) error {
@@ -305,16 +371,18 @@ func encKillJob(p *Packer, v uint16, m *KillJob) error {
 		p.U32(m.DerivedEC)
 		p.U32(m.ExitCode)
 	}
-	if err := packGres(p, "gres job alloc", m.GresJobAlloc, skipGresJobAllocRec); err != nil {
+	if err := packGresPrep(p, v, m.GresJobAlloc); err != nil {
 		return err
 	}
-	p.StepID(m.StepID)
+	p.StepID(v, m.StepID)
 	p.U32(m.HetJobID)
 	p.U32(m.JobState)
 	p.U32(m.JobUID)
 	p.U32(m.JobGID)
 	p.Str(m.Nodes)
-	p.U32(m.SelectPluginID)
+	if v < Version2411 {
+		p.U32(m.SelectPluginID)
+	}
 	p.StrArray(m.SpankJobEnv)
 	p.Time(m.StartTime)
 	p.Time(m.Time)
@@ -343,14 +411,16 @@ func decKillJob(u *Unpacker, v uint16, t MsgType, m *KillJob) error {
 	} else {
 		m.ExitCode = Infinite
 	}
-	m.GresJobAlloc, _ = rawGres(u, skipGresJobAllocRec)
-	m.StepID, _ = u.StepID()
+	m.GresJobAlloc, _ = unpackGresPrep(u, v)
+	m.StepID, _ = u.StepID(v)
 	m.HetJobID, _ = u.U32()
 	m.JobState, _ = u.U32()
 	m.JobUID, _ = u.U32()
 	m.JobGID, _ = u.U32()
 	m.Nodes, _ = u.Str()
-	m.SelectPluginID, _ = u.U32()
+	if v < Version2411 {
+		m.SelectPluginID, _ = u.U32()
+	}
 	m.SpankJobEnv, _ = u.StrArray()
 	m.StartTime, _ = u.Time()
 	m.Time, _ = u.Time()
@@ -390,18 +460,24 @@ type JobNotify struct {
 func (JobNotify) MsgType() MsgType { return RequestJobNotify }
 
 // LaunchProlog is REQUEST_LAUNCH_PROLOG (ctld → every node of a job with
-// PrologFlags=Alloc/Contain/X11). 22.05 layout.
+// PrologFlags=Alloc/Contain/X11). 24.11 dropped alias_list (a NULL
+// placeholder), std_err, std_out and the trailing user_name, and added the
+// stepmgr job buffers' flag; 26.05 (25.05/25.11) adds alloc_tls_cert in
+// front, drops job_id (the credential's step id has it; decoding fills
+// JobID from it) and the placeholder.
 type LaunchProlog struct {
-	// GresJobAlloc is the raw gres_job_alloc_pack list ({0, 0} without GRES).
+	AllocTLSCert string // 26.05
+	// GresJobAlloc is the raw gres prep list in the message version's form
+	// (see KillJob.GresJobAlloc).
 	GresJobAlloc   []byte
 	JobID          uint32
 	HetJobID       uint32
 	UID            uint32
 	GID            uint32
-	AliasList      string
+	AliasList      string // 22.05
 	Nodes          string
-	StdErr         string
-	StdOut         string
+	StdErr         string // 22.05
+	StdOut         string // 22.05
 	WorkDir        string
 	X11            uint16
 	X11AllocHost   string
@@ -410,17 +486,22 @@ type LaunchProlog struct {
 	X11Target      string
 	X11TargetPort  uint16
 	SpankJobEnv    []string
-	Cred           *Cred // unsigned, step id StepIDExtern; no cred_version: packed at the message version
-	UserName       string
+	Cred           *Cred  // unsigned, step id StepIDExtern; no cred_version: packed at the message version
+	UserName       string // 22.05
+	// HasJobPtrBuf (24.11+) is true only with SlurmctldParameters=
+	// enable_stepmgr; the job buffers that follow are not supported.
+	HasJobPtrBuf bool
 }
 
 // MsgType implements Body.
 func (LaunchProlog) MsgType() MsgType { return RequestLaunchProlog }
 
 // CompleteProlog is REQUEST_COMPLETE_PROLOG (slurmd → ctld after the
-// prolog). NodeName is not on the wire before 22.05.
+// prolog). NodeName is not on the wire before 22.05; 26.05 (25.11) sends a
+// step id instead of the job id.
 type CompleteProlog struct {
 	JobID    uint32
+	StepID   StepID // 26.05 (JobID filled from it)
 	NodeName string
 	PrologRC uint32
 }
@@ -429,9 +510,12 @@ type CompleteProlog struct {
 func (CompleteProlog) MsgType() MsgType { return RequestCompleteProlog }
 
 // CompleteBatchScript is REQUEST_COMPLETE_BATCH_SCRIPT (batch stepd → ctld).
+//
+// 26.05 (25.11) replaces job_id by a step id after slurm_rc.
 type CompleteBatchScript struct {
 	JobAcct  *JobAcct // nil: u8 0 (jobacct_gather/none)
 	JobID    uint32
+	StepID   StepID // 26.05 (JobID filled from it)
 	JobRC    uint32 // raw wait status (exit 3 -> 0x300)
 	SlurmRC  uint32 // non-zero: launch failure, ctld drains the node
 	UserID   uint32
@@ -443,8 +527,11 @@ func (CompleteBatchScript) MsgType() MsgType { return RequestCompleteBatchScript
 
 // JobRequeue is requeue_msg_t, REQUEST_JOB_REQUEUE (slurmd → ctld after a
 // failed launch).
+//
+// 26.05 (25.11) sends a step id instead of the job id.
 type JobRequeue struct {
 	JobID    uint32
+	StepID   StepID // 26.05 (JobID filled from it)
 	JobIDStr string
 	Flags    uint32 // JOB_* state flags, e.g. JOB_LAUNCH_FAILED 0x100
 }
@@ -455,23 +542,26 @@ func (JobRequeue) MsgType() MsgType { return RequestJobRequeue }
 // StepComplete is REQUEST_STEP_COMPLETE (stepd → ctld or parent slurmd).
 // RangeFirst..RangeLast are node ranks in the step.
 type StepComplete struct {
-	StepID     StepID
-	RangeFirst uint32
-	RangeLast  uint32
-	StepRC     uint32
-	JobAcct    *JobAcct
+	StepID        StepID
+	RangeFirst    uint32
+	RangeLast     uint32
+	StepRC        uint32
+	JobAcct       *JobAcct
+	SendToStepmgr bool // 24.11 (24.05)
 }
 
 // MsgType implements Body.
 func (StepComplete) MsgType() MsgType { return RequestStepComplete }
 
-// SuspendInt is REQUEST_SUSPEND_INT (ctld → slurmd). The switch plugin's
-// suspend info follows; switch/none packs nothing, which is all this
-// codec supports.
+// SuspendInt is REQUEST_SUSPEND_INT (ctld → slurmd). Up to 22.05 the switch
+// plugin's suspend info follows (switch/none packs nothing, which is all
+// this codec supports); 24.11 (23.11) sends only job_id and op, and 26.05
+// (25.11) a step id instead of the job id.
 type SuspendInt struct {
-	IndfSusp    bool // suspended indefinitely (gang scheduling: false)
-	JobCoreSpec uint16
+	IndfSusp    bool   // 22.05: suspended indefinitely (gang scheduling: false)
+	JobCoreSpec uint16 // 22.05
 	JobID       uint32
+	StepID      StepID // 26.05 (JobID filled from it)
 	Op          uint16 // SuspendJob or ResumeJob
 }
 
@@ -484,206 +574,294 @@ type JobIDRequest struct{ PID uint32 }
 // MsgType implements Body.
 func (JobIDRequest) MsgType() MsgType { return RequestJobID }
 
-// JobID is RESPONSE_JOB_ID.
+// JobID is RESPONSE_JOB_ID; 26.05 (25.11) answers with a step id.
 type JobID struct {
-	JobID uint32
-	RC    uint32
+	JobID  uint32
+	StepID StepID // 26.05 (JobID filled from it)
+	RC     uint32
 }
 
 // MsgType implements Body.
 func (JobID) MsgType() MsgType { return ResponseJobID }
 
-func init() {
-	RegisterBody(RequestBatchJobLaunch, typedCodec(Version2205, MaxHeaderVersion, encBatchLaunch, decBatchLaunch))
-
-	// kill_job_msg: three layouts.
-	for _, r := range [][2]uint16{{MinVersion, Version2108 - 1}, {Version2108, Version2205 - 1}, {Version2205, MaxHeaderVersion}} {
-		register(typedCodec(r[0], r[1], encKillJob, decKillJob),
-			RequestTerminateJob, RequestKillTimelimit, RequestKillPreempted, RequestAbortJob)
+// jobOrStep packs the job id as a u32 before 26.05 and as a step id from
+// 26.05 (25.11) on; unpackJobOrStep is its reader, filling both.
+func jobOrStep(p *Packer, v uint16, job uint32, id StepID) {
+	if v >= Version2605 {
+		p.StepID(v, jobAsStepID(job, id))
+		return
 	}
+	p.U32(job)
+}
 
-	register(typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *SignalTasks) error {
-			p.StepID(m.StepID)
+func unpackJobOrStep(u *Unpacker, v uint16) (uint32, StepID) {
+	if v >= Version2605 {
+		id, _ := u.StepID(v)
+		return id.JobID, id
+	}
+	job, _ := u.U32()
+	return job, StepID{}
+}
+
+func encLaunchProlog(p *Packer, v uint16, m *LaunchProlog) error {
+	if m.HasJobPtrBuf {
+		return fmt.Errorf("%w: prolog launch with stepmgr job buffers", ErrMalformed)
+	}
+	if v >= Version2605 {
+		p.Str(m.AllocTLSCert)
+	}
+	if err := packGresPrep(p, v, m.GresJobAlloc); err != nil {
+		return err
+	}
+	if v < Version2605 {
+		p.U32(m.JobID)
+	}
+	p.U32(m.HetJobID)
+	p.U32(m.UID)
+	p.U32(m.GID)
+	switch v {
+	case Version2205:
+		p.Str(m.AliasList)
+	case Version2411:
+		p.Str("") // the alias_list placeholder
+	}
+	p.Str(m.Nodes)
+	if v == Version2205 {
+		p.Str(m.StdErr)
+		p.Str(m.StdOut)
+	}
+	p.Str(m.WorkDir)
+	p.U16(m.X11)
+	p.Str(m.X11AllocHost)
+	p.U16(m.X11AllocPort)
+	p.Str(m.X11MagicCookie)
+	p.Str(m.X11Target)
+	p.U16(m.X11TargetPort)
+	p.StrArray(m.SpankJobEnv)
+	if err := PackCred(p, v, m.Cred); err != nil {
+		return err
+	}
+	if v == Version2205 {
+		p.Str(m.UserName)
+	} else {
+		p.Bool(false)
+	}
+	return nil
+}
+
+func decLaunchProlog(u *Unpacker, v uint16, _ MsgType, m *LaunchProlog) error {
+	if v >= Version2605 {
+		m.AllocTLSCert, _ = u.Str()
+	}
+	m.GresJobAlloc, _ = unpackGresPrep(u, v)
+	if v < Version2605 {
+		m.JobID, _ = u.U32()
+	}
+	m.HetJobID, _ = u.U32()
+	m.UID, _ = u.U32()
+	m.GID, _ = u.U32()
+	switch v {
+	case Version2205:
+		m.AliasList, _ = u.Str()
+	case Version2411:
+		if alias, _ := u.Str(); alias != "" && u.Err() == nil {
+			return u.Fail(fmt.Errorf("%w: prolog launch alias_list placeholder %q", ErrMalformed, alias))
+		}
+	}
+	m.Nodes, _ = u.Str()
+	if v == Version2205 {
+		m.StdErr, _ = u.Str()
+		m.StdOut, _ = u.Str()
+	}
+	m.WorkDir, _ = u.Str()
+	m.X11, _ = u.U16()
+	m.X11AllocHost, _ = u.Str()
+	m.X11AllocPort, _ = u.U16()
+	m.X11MagicCookie, _ = u.Str()
+	m.X11Target, _ = u.Str()
+	m.X11TargetPort, _ = u.U16()
+	m.SpankJobEnv, _ = u.StrArray()
+	if u.Err() != nil {
+		return u.Err()
+	}
+	var err error
+	if m.Cred, err = DecodeCred(u, v); err != nil {
+		return err
+	}
+	if v == Version2205 {
+		m.UserName, _ = u.Str()
+		return nil
+	}
+	if v >= Version2605 {
+		m.JobID = m.Cred.StepID.JobID
+	}
+	if m.HasJobPtrBuf, err = u.Bool(); err == nil && m.HasJobPtrBuf {
+		return u.Fail(fmt.Errorf("%w: prolog launch with stepmgr job buffers (enable_stepmgr is not supported)", ErrMalformed))
+	}
+	return err
+}
+
+func init() {
+	RegisterBody(RequestBatchJobLaunch, typedCodec(spoken, encBatchLaunch, decBatchLaunch))
+
+	// kill_job_msg: the 20.11 and 21.08 layouts a 22.05 controller may
+	// send, and the spoken releases.
+	register(typedCodec(legacyAndSpoken, encKillJob, decKillJob),
+		RequestTerminateJob, RequestKillTimelimit, RequestKillPreempted, RequestAbortJob)
+
+	register(typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *SignalTasks) error {
+			p.StepID(v, m.StepID)
 			p.U16(m.Flags)
 			p.U16(m.Signal)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, t MsgType, m *SignalTasks) error {
+		func(u *Unpacker, v uint16, t MsgType, m *SignalTasks) error {
 			m.Type = t
-			m.StepID, _ = u.StepID()
+			m.StepID, _ = u.StepID(v)
 			m.Flags, _ = u.U16()
 			m.Signal, _ = u.U16()
 			return nil
 		}),
 		RequestSignalTasks, RequestTerminateTasks)
 
-	RegisterBody(RequestJobNotify, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *JobNotify) error {
-			p.StepID(m.StepID)
+	RegisterBody(RequestJobNotify, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *JobNotify) error {
+			p.StepID(v, m.StepID)
 			p.Str(m.Message)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *JobNotify) error {
-			m.StepID, _ = u.StepID()
+		func(u *Unpacker, v uint16, _ MsgType, m *JobNotify) error {
+			m.StepID, _ = u.StepID(v)
 			m.Message, _ = u.Str()
 			return nil
 		}))
 
-	RegisterBody(RequestLaunchProlog, typedCodec(Version2205, MaxHeaderVersion,
-		func(p *Packer, v uint16, m *LaunchProlog) error {
-			if err := packGres(p, "gres job alloc", m.GresJobAlloc, skipGresJobAllocRec); err != nil {
-				return err
+	RegisterBody(RequestLaunchProlog, typedCodec(spoken, encLaunchProlog, decLaunchProlog))
+
+	RegisterBody(RequestCompleteProlog, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *CompleteProlog) error {
+			jobOrStep(p, v, m.JobID, m.StepID)
+			if v >= Version2205 {
+				p.Str(m.NodeName)
 			}
-			p.U32(m.JobID)
-			p.U32(m.HetJobID)
-			p.U32(m.UID)
-			p.U32(m.GID)
-			p.Str(m.AliasList)
-			p.Str(m.Nodes)
-			p.Str(m.StdErr)
-			p.Str(m.StdOut)
-			p.Str(m.WorkDir)
-			p.U16(m.X11)
-			p.Str(m.X11AllocHost)
-			p.U16(m.X11AllocPort)
-			p.Str(m.X11MagicCookie)
-			p.Str(m.X11Target)
-			p.U16(m.X11TargetPort)
-			p.StrArray(m.SpankJobEnv)
-			if err := PackCred(p, v, m.Cred); err != nil {
-				return err
-			}
-			p.Str(m.UserName)
+			p.U32(m.PrologRC)
 			return nil
 		},
-		func(u *Unpacker, v uint16, _ MsgType, m *LaunchProlog) error {
-			m.GresJobAlloc, _ = rawGres(u, skipGresJobAllocRec)
-			m.JobID, _ = u.U32()
-			m.HetJobID, _ = u.U32()
-			m.UID, _ = u.U32()
-			m.GID, _ = u.U32()
-			m.AliasList, _ = u.Str()
-			m.Nodes, _ = u.Str()
-			m.StdErr, _ = u.Str()
-			m.StdOut, _ = u.Str()
-			m.WorkDir, _ = u.Str()
-			m.X11, _ = u.U16()
-			m.X11AllocHost, _ = u.Str()
-			m.X11AllocPort, _ = u.U16()
-			m.X11MagicCookie, _ = u.Str()
-			m.X11Target, _ = u.Str()
-			m.X11TargetPort, _ = u.U16()
-			m.SpankJobEnv, _ = u.StrArray()
-			if u.Err() != nil {
-				return u.Err()
+		func(u *Unpacker, v uint16, _ MsgType, m *CompleteProlog) error {
+			m.JobID, m.StepID = unpackJobOrStep(u, v)
+			if v >= Version2205 {
+				m.NodeName, _ = u.Str()
 			}
-			var err error
-			if m.Cred, err = DecodeCred(u, v); err != nil {
-				return err
-			}
-			m.UserName, _ = u.Str()
+			m.PrologRC, _ = u.U32()
 			return nil
 		}))
 
-	completeProlog := func(min, max uint16) Codec {
-		return typedCodec(min, max,
-			func(p *Packer, v uint16, m *CompleteProlog) error {
-				p.U32(m.JobID)
-				if v >= Version2205 {
-					p.Str(m.NodeName)
-				}
-				p.U32(m.PrologRC)
-				return nil
-			},
-			func(u *Unpacker, v uint16, _ MsgType, m *CompleteProlog) error {
-				m.JobID, _ = u.U32()
-				if v >= Version2205 {
-					m.NodeName, _ = u.Str()
-				}
-				m.PrologRC, _ = u.U32()
-				return nil
-			})
-	}
-	RegisterBody(RequestCompleteProlog, completeProlog(MinVersion, Version2205-1))
-	RegisterBody(RequestCompleteProlog, completeProlog(Version2205, MaxHeaderVersion))
-
-	RegisterBody(RequestCompleteBatchScript, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(RequestCompleteBatchScript, typedCodec(legacyAndSpoken,
 		func(p *Packer, v uint16, m *CompleteBatchScript) error {
 			packJobAcct(p, v, m.JobAcct)
-			p.U32(m.JobID)
+			if v < Version2605 {
+				p.U32(m.JobID)
+			}
 			p.U32(m.JobRC)
 			p.U32(m.SlurmRC)
+			if v >= Version2605 {
+				id := m.StepID
+				if id.JobID == 0 {
+					id = StepID{JobID: m.JobID, StepID: StepIDBatch, StepHetComp: NoVal}
+				}
+				p.StepID(v, id)
+			}
 			p.U32(m.UserID)
 			p.Str(m.NodeName)
 			return nil
 		},
 		func(u *Unpacker, v uint16, _ MsgType, m *CompleteBatchScript) error {
 			m.JobAcct, _ = unpackJobAcct(u, v)
-			m.JobID, _ = u.U32()
+			if v < Version2605 {
+				m.JobID, _ = u.U32()
+			}
 			m.JobRC, _ = u.U32()
 			m.SlurmRC, _ = u.U32()
+			if v >= Version2605 {
+				m.StepID, _ = u.StepID(v)
+				m.JobID = m.StepID.JobID
+			}
 			m.UserID, _ = u.U32()
 			m.NodeName, _ = u.Str()
 			return nil
 		}))
 
-	RegisterBody(RequestJobRequeue, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *JobRequeue) error {
-			p.U32(m.JobID)
+	RegisterBody(RequestJobRequeue, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *JobRequeue) error {
+			jobOrStep(p, v, m.JobID, m.StepID)
 			p.Str(m.JobIDStr)
 			p.U32(m.Flags)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *JobRequeue) error {
-			m.JobID, _ = u.U32()
+		func(u *Unpacker, v uint16, _ MsgType, m *JobRequeue) error {
+			m.JobID, m.StepID = unpackJobOrStep(u, v)
 			m.JobIDStr, _ = u.Str()
 			m.Flags, _ = u.U32()
 			return nil
 		}))
 
-	RegisterBody(RequestStepComplete, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(RequestStepComplete, typedCodec(legacyAndSpoken,
 		func(p *Packer, v uint16, m *StepComplete) error {
-			p.StepID(m.StepID)
+			p.StepID(v, m.StepID)
 			p.U32(m.RangeFirst)
 			p.U32(m.RangeLast)
 			p.U32(m.StepRC)
 			packJobAcct(p, v, m.JobAcct)
+			if v >= Version2411 {
+				p.Bool(m.SendToStepmgr)
+			}
 			return nil
 		},
 		func(u *Unpacker, v uint16, _ MsgType, m *StepComplete) error {
-			m.StepID, _ = u.StepID()
+			m.StepID, _ = u.StepID(v)
 			m.RangeFirst, _ = u.U32()
 			m.RangeLast, _ = u.U32()
 			m.StepRC, _ = u.U32()
 			m.JobAcct, _ = unpackJobAcct(u, v)
+			if v >= Version2411 {
+				m.SendToStepmgr, _ = u.Bool()
+			}
 			return nil
 		}))
 
-	RegisterBody(RequestSuspendInt, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *SuspendInt) error {
-			p.Bool(m.IndfSusp)
-			p.U16(m.JobCoreSpec)
-			p.U32(m.JobID)
+	RegisterBody(RequestSuspendInt, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *SuspendInt) error {
+			if v < Version2411 {
+				p.Bool(m.IndfSusp)
+				p.U16(m.JobCoreSpec)
+			}
+			jobOrStep(p, v, m.JobID, m.StepID)
 			p.U16(m.Op)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *SuspendInt) error {
-			m.IndfSusp, _ = u.Bool()
-			m.JobCoreSpec, _ = u.U16()
-			m.JobID, _ = u.U32()
+		func(u *Unpacker, v uint16, _ MsgType, m *SuspendInt) error {
+			if v < Version2411 {
+				m.IndfSusp, _ = u.Bool()
+				m.JobCoreSpec, _ = u.U16()
+			}
+			m.JobID, m.StepID = unpackJobOrStep(u, v)
 			m.Op, _ = u.U16()
 			return nil
 		}))
 
-	RegisterBody(RequestJobID, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(RequestJobID, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *JobIDRequest) error { p.U32(m.PID); return nil },
 		func(u *Unpacker, _ uint16, _ MsgType, m *JobIDRequest) error { m.PID, _ = u.U32(); return nil }))
 
-	RegisterBody(ResponseJobID, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *JobID) error { p.U32(m.JobID); p.U32(m.RC); return nil },
-		func(u *Unpacker, _ uint16, _ MsgType, m *JobID) error {
-			m.JobID, _ = u.U32()
+	RegisterBody(ResponseJobID, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *JobID) error {
+			jobOrStep(p, v, m.JobID, m.StepID)
+			p.U32(m.RC)
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *JobID) error {
+			m.JobID, m.StepID = unpackJobOrStep(u, v)
 			m.RC, _ = u.U32()
 			return nil
 		}))

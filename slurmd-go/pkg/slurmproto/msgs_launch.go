@@ -15,12 +15,13 @@ import "fmt"
 // SignalTasks in msgs_job.go; RESPONSE_REATTACH_TASKS is registered in
 // msgs_step.go.
 //
-// The two requests carry a job credential, whose layout is implemented for
-// 22.05 only: they are registered for 0x2600..MaxHeaderVersion, and older
-// header versions get a codec that fails with ErrUnsupportedVersion (C's
-// 21.08/20.11 branches also differ in the request itself: a partition
-// string and, for 20.11, no container and two NULL checkpoint strings).
-// The response and task-exit bodies have had one layout since 20.11.
+// The requests are registered for the spoken releases only (22.05, 24.11,
+// 26.05; C's 21.08/20.11 branches also differ in the request itself: a
+// partition string and, for 20.11, no container and two NULL checkpoint
+// strings). 24.11 moved the launch's identity into the credential, dropped
+// the switch and select job info, and since 23.11 REQUEST_REATTACH_TASKS
+// carries the I/O key instead of a credential. The response and task-exit
+// bodies have had one layout since 20.11 apart from the step id's SLUID.
 
 // LaunchTasks.Flags bits (slurm_protocol_defs.h LAUNCH_*). 22.05 defines
 // exactly these; bit 5 (0x20) is unused ("free for reuse two versions
@@ -83,11 +84,18 @@ func MPIPluginName(id uint32) string {
 // LaunchTasks is launch_tasks_request_msg_t, REQUEST_LAUNCH_TASKS (srun →
 // every node of the step, tree-forwarded), 22.05 layout. Fields are in wire
 // order. See the package doc for the string convention.
+//
+// Release differences (fields marked with the release they exist from or
+// in): 24.11 dropped uid, gid and user_name (the credential's identity has
+// them; decoding fills UID and GID from it), the switch and select job
+// info and the alias list (a NULL placeholder), and added the cpus-per-task
+// compact arrays, stepmgr and oom_kill_step; 26.05 (25.05) added the het
+// step task counts and alloc_tls_cert, and dropped the placeholder.
 type LaunchTasks struct {
 	StepID           StepID
-	UID              uint32
-	GID              uint32
-	UserName         string
+	UID              uint32 // 22.05 on the wire
+	GID              uint32 // 22.05 on the wire
+	UserName         string // 22.05
 	Gids             []uint32
 	HetJobNodeOffset uint32 // NoVal unless a het job
 	HetJobID         uint32 // NoVal unless a het job
@@ -102,27 +110,34 @@ type LaunchTasks struct {
 	HetJobTIDOffsets []uint32
 	HetJobOffset     uint32 // NoVal unless a het job
 	HetJobStepCnt    uint32
-	HetJobTaskOffset uint32 // NoVal unless a het job
-	HetJobNodeList   string
-	MPIPluginID      uint32
-	NTasks           uint32
-	NTasksPerBoard   uint16
-	NTasksPerCore    uint16
-	NTasksPerTRES    uint16
-	NTasksPerSocket  uint16
-	JobMemLim        uint64 // MiB per node, or per CPU with MemPerCPU
-	StepMemLim       uint64 // MiB
+	// HetJobStepTaskCnts (26.05) has HetJobStepCnt entries when
+	// HetJobOffset < NoVal and HetJobStepCnt > 0, else none.
+	HetJobStepTaskCnts []uint32
+	HetJobTaskOffset   uint32 // NoVal unless a het job
+	HetJobNodeList     string
+	MPIPluginID        uint32
+	NTasks             uint32
+	NTasksPerBoard     uint16
+	NTasksPerCore      uint16
+	NTasksPerTRES      uint16
+	NTasksPerSocket    uint16
+	JobMemLim          uint64 // MiB per node, or per CPU with MemPerCPU
+	StepMemLim         uint64 // MiB
 	// NNodes is the number of nodes of the step; TasksToLaunch and
 	// GlobalTaskIDs have NNodes entries, and len(GlobalTaskIDs[i]) ==
 	// TasksToLaunch[i] (on the wire each node is u16 count + arr32).
-	NNodes         uint32
-	CPUsPerTask    uint16
-	TresPerTask    string
-	ThreadsPerCore uint16
-	TaskDist       uint32
-	NodeCPUs       uint16
-	JobCoreSpec    uint16
-	AccelBindType  uint16
+	NNodes      uint32
+	CPUsPerTask uint16
+	// CptCompactArray and CptCompactReps (24.11) have equal length: the
+	// run-length encoded cpus per task of a heterogeneous step.
+	CptCompactArray []uint16
+	CptCompactReps  []uint32
+	TresPerTask     string
+	ThreadsPerCore  uint16
+	TaskDist        uint32
+	NodeCPUs        uint16
+	JobCoreSpec     uint16
+	AccelBindType   uint16
 	// CredVersion is the layout of Cred; 0 encodes as the message version.
 	CredVersion uint16
 	// Cred is the step credential, signed by slurmctld (Signature is the
@@ -153,25 +168,27 @@ type LaunchTasks struct {
 	IFName      string
 	// IOPorts are srun's I/O listen ports (node i connects to
 	// IOPorts[i % len]).
-	IOPorts     []uint16
-	Profile     uint32
-	TaskProlog  string
-	TaskEpilog  string
-	SlurmdDebug uint16
-	// SwitchPluginID is the switch_jobinfo plugin id; only SwitchPluginNone
-	// (no payload) is supported, and 0 encodes as SwitchPluginNone.
+	IOPorts      []uint16
+	AllocTLSCert string // 26.05
+	Profile      uint32
+	TaskProlog   string
+	TaskEpilog   string
+	SlurmdDebug  uint16
+	// SwitchPluginID (22.05) is the switch_jobinfo plugin id; only
+	// SwitchPluginNone (no payload) is supported, and 0 encodes as
+	// SwitchPluginNone.
 	SwitchPluginID uint32
 	// JobOptions is packed as str "job_options", u32 count, count ×
 	// {u32 type, str opt, str arg}; nil and empty both pack count 0.
 	JobOptions       []JobOption
-	AliasList        string
+	AliasList        string // 22.05
 	CompleteNodelist string
 	OpenMode         uint8 // 0, OpenModeAppend or OpenModeTruncate
 	AcctgFreq        string
 	CPUFreqMin       uint32
 	CPUFreqMax       uint32
 	CPUFreqGov       uint32
-	SelectPluginID   uint32 // select_jobinfo: plugin id, no payload (SelectPluginConsTres, ...)
+	SelectPluginID   uint32 // 22.05: select_jobinfo, plugin id, no payload (SelectPluginConsTres, ...)
 	TresBind         string
 	TresFreq         string
 	X11              uint16
@@ -180,12 +197,17 @@ type LaunchTasks struct {
 	X11MagicCookie   string
 	X11Target        string
 	X11TargetPort    uint16
+	Stepmgr          string // 24.11: the stepmgr host with enable_stepmgr
+	OOMKillStep      bool   // 24.11
+	// HasJobPtr (24.11) is set only with enable_stepmgr, whose job, node
+	// and partition records follow; those launches are refused.
+	HasJobPtr bool
 }
 
 // MsgType implements Body.
 func (LaunchTasks) MsgType() MsgType { return RequestLaunchTasks }
 
-func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
+func (m *LaunchTasks) check(v uint16) error {
 	if m.HetJobNNodes == NoVal {
 		if len(m.HetJobTIDs) != 0 {
 			return fmt.Errorf("%w: het_job_nnodes NO_VAL with %d het_job_tids", ErrMalformed, len(m.HetJobTIDs))
@@ -200,6 +222,9 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 	} else if uint64(len(m.HetJobTIDOffsets)) != uint64(m.HetJobNTasks) {
 		return fmt.Errorf("%w: het_job_ntasks %d but %d het_job_tid_offsets", ErrMalformed, m.HetJobNTasks, len(m.HetJobTIDOffsets))
 	}
+	if v >= Version2605 && m.hasHetStepTaskCnts() && uint64(len(m.HetJobStepTaskCnts)) != uint64(m.HetJobStepCnt) {
+		return fmt.Errorf("%w: het_job_step_cnt %d but %d het_job_step_task_cnts", ErrMalformed, m.HetJobStepCnt, len(m.HetJobStepTaskCnts))
+	}
 	if m.NNodes >= NoVal || uint64(len(m.TasksToLaunch)) != uint64(m.NNodes) || len(m.GlobalTaskIDs) != len(m.TasksToLaunch) {
 		return fmt.Errorf("%w: nnodes %d but %d tasks_to_launch and %d global_task_ids",
 			ErrMalformed, m.NNodes, len(m.TasksToLaunch), len(m.GlobalTaskIDs))
@@ -209,24 +234,38 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 			return fmt.Errorf("%w: node %d: tasks_to_launch %d but %d global task ids", ErrMalformed, i, n, len(m.GlobalTaskIDs[i]))
 		}
 	}
+	if len(m.CptCompactArray) != len(m.CptCompactReps) {
+		return fmt.Errorf("%w: %d cpt_compact_array but %d cpt_compact_reps", ErrMalformed, len(m.CptCompactArray), len(m.CptCompactReps))
+	}
+	if m.HasJobPtr {
+		return fmt.Errorf("%w: launch with stepmgr job records", ErrMalformed)
+	}
 	if err := checkPorts("resp ports", m.RespPorts); err != nil {
 		return err
 	}
-	if err := checkPorts("io ports", m.IOPorts); err != nil {
+	return checkPorts("io ports", m.IOPorts)
+}
+
+func (m *LaunchTasks) hasHetStepTaskCnts() bool { return m.HetJobOffset < NoVal && m.HetJobStepCnt > 0 }
+
+func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
+	if err := m.check(v); err != nil {
 		return err
 	}
 	sw := m.SwitchPluginID
 	if sw == 0 {
 		sw = SwitchPluginNone
 	}
-	if sw != SwitchPluginNone {
+	if v == Version2205 && sw != SwitchPluginNone {
 		return fmt.Errorf("%w: switch plugin %d (only switch/none is supported)", ErrMalformed, sw)
 	}
 
-	p.StepID(m.StepID)
-	p.U32(m.UID)
-	p.U32(m.GID)
-	p.Str(m.UserName)
+	p.StepID(v, m.StepID)
+	if v == Version2205 {
+		p.U32(m.UID)
+		p.U32(m.GID)
+		p.Str(m.UserName)
+	}
 	p.U32Array(m.Gids)
 	p.U32(m.HetJobNodeOffset)
 	p.U32(m.HetJobID)
@@ -240,6 +279,9 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 	}
 	p.U32(m.HetJobOffset)
 	p.U32(m.HetJobStepCnt)
+	if v >= Version2605 && m.hasHetStepTaskCnts() {
+		p.U32Array(m.HetJobStepTaskCnts)
+	}
 	p.U32(m.HetJobTaskOffset)
 	p.Str(m.HetJobNodeList)
 	p.U32(m.MPIPluginID)
@@ -252,6 +294,10 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 	p.U64(m.StepMemLim)
 	p.U32(m.NNodes)
 	p.U16(m.CPUsPerTask)
+	if v >= Version2411 {
+		p.U16Array(m.CptCompactArray)
+		p.U32Array(m.CptCompactReps)
+	}
 	p.Str(m.TresPerTask)
 	p.U16(m.ThreadsPerCore)
 	p.U32(m.TaskDist)
@@ -286,11 +332,16 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 	p.Str(m.EFName)
 	p.Str(m.IFName)
 	packPorts(p, m.IOPorts)
+	if v >= Version2605 {
+		p.Str(m.AllocTLSCert)
+	}
 	p.U32(m.Profile)
 	p.Str(m.TaskProlog)
 	p.Str(m.TaskEpilog)
 	p.U16(m.SlurmdDebug)
-	p.U32(sw) // switch_jobinfo: switch/none packs only its id
+	if v == Version2205 {
+		p.U32(sw) // switch_jobinfo: switch/none packs only its id
+	}
 	p.Str(jobOptionsTag)
 	p.U32(uint32(len(m.JobOptions)))
 	for _, o := range m.JobOptions {
@@ -298,14 +349,21 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 		p.Str(o.Opt)
 		p.Str(o.Arg)
 	}
-	p.Str(m.AliasList)
+	switch v {
+	case Version2205:
+		p.Str(m.AliasList)
+	case Version2411:
+		p.Str("") // the alias_list placeholder
+	}
 	p.Str(m.CompleteNodelist)
 	p.U8(m.OpenMode)
 	p.Str(m.AcctgFreq)
 	p.U32(m.CPUFreqMin)
 	p.U32(m.CPUFreqMax)
 	p.U32(m.CPUFreqGov)
-	p.U32(m.SelectPluginID)
+	if v == Version2205 {
+		p.U32(m.SelectPluginID)
+	}
 	p.Str(m.TresBind)
 	p.Str(m.TresFreq)
 	p.U16(m.X11)
@@ -314,14 +372,21 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 	p.Str(m.X11MagicCookie)
 	p.Str(m.X11Target)
 	p.U16(m.X11TargetPort)
+	if v >= Version2411 {
+		p.Str(m.Stepmgr)
+		p.Bool(m.OOMKillStep)
+		p.Bool(false) // has_job_ptr (check refused true)
+	}
 	return nil
 }
 
-func decLaunchTasks(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasks) error {
-	m.StepID, _ = u.StepID()
-	m.UID, _ = u.U32()
-	m.GID, _ = u.U32()
-	m.UserName, _ = u.Str()
+func decLaunchTasks(u *Unpacker, v uint16, _ MsgType, m *LaunchTasks) error {
+	m.StepID, _ = u.StepID(v)
+	if v == Version2205 {
+		m.UID, _ = u.U32()
+		m.GID, _ = u.U32()
+		m.UserName, _ = u.Str()
+	}
 	m.Gids, _ = u.U32Array()
 	m.HetJobNodeOffset, _ = u.U32()
 	m.HetJobID, _ = u.U32()
@@ -360,6 +425,12 @@ func decLaunchTasks(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasks) error {
 	}
 	m.HetJobOffset, _ = u.U32()
 	m.HetJobStepCnt, _ = u.U32()
+	if v >= Version2605 && m.hasHetStepTaskCnts() {
+		m.HetJobStepTaskCnts, _ = u.U32Array()
+		if err := checkLens(u, "het_job_step_cnt", int(m.HetJobStepCnt), len(m.HetJobStepTaskCnts)); err != nil {
+			return err
+		}
+	}
 	m.HetJobTaskOffset, _ = u.U32()
 	m.HetJobNodeList, _ = u.Str()
 	m.MPIPluginID, _ = u.U32()
@@ -377,6 +448,13 @@ func decLaunchTasks(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasks) error {
 		return u.Fail(fmt.Errorf("%w: nnodes 0x%x", ErrMalformed, m.NNodes))
 	}
 	m.CPUsPerTask, _ = u.U16()
+	if v >= Version2411 {
+		m.CptCompactArray, _ = u.U16Array()
+		m.CptCompactReps, _ = u.U32Array()
+		if err := checkLens(u, "cpt_compact_cnt", len(m.CptCompactArray), len(m.CptCompactReps)); err != nil {
+			return err
+		}
+	}
 	m.TresPerTask, _ = u.Str()
 	m.ThreadsPerCore, _ = u.U16()
 	m.TaskDist, _ = u.U32()
@@ -388,6 +466,9 @@ func decLaunchTasks(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasks) error {
 	}
 	if m.Cred, err = DecodeCred(u, m.CredVersion); err != nil {
 		return err
+	}
+	if v >= Version2411 {
+		m.UID, m.GID = m.Cred.UID, m.Cred.GID
 	}
 	// Each node is at least u16 tasks + u32 array count.
 	nn, err := u.CheckCount("nnodes", m.NNodes, 6)
@@ -436,27 +517,41 @@ func decLaunchTasks(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasks) error {
 	if m.IOPorts, err = unpackPorts(u, "io ports"); err != nil {
 		return err
 	}
+	if v >= Version2605 {
+		m.AllocTLSCert, _ = u.Str()
+	}
 	m.Profile, _ = u.U32()
 	m.TaskProlog, _ = u.Str()
 	m.TaskEpilog, _ = u.Str()
 	m.SlurmdDebug, _ = u.U16()
-	if m.SwitchPluginID, err = u.U32(); err != nil {
-		return err
-	}
-	if m.SwitchPluginID != SwitchPluginNone {
-		return u.Fail(fmt.Errorf("%w: switch plugin %d (only switch/none is supported)", ErrMalformed, m.SwitchPluginID))
+	if v == Version2205 {
+		if m.SwitchPluginID, err = u.U32(); err != nil {
+			return err
+		}
+		if m.SwitchPluginID != SwitchPluginNone {
+			return u.Fail(fmt.Errorf("%w: switch plugin %d (only switch/none is supported)", ErrMalformed, m.SwitchPluginID))
+		}
 	}
 	if m.JobOptions, err = unpackJobOptions(u); err != nil {
 		return err
 	}
-	m.AliasList, _ = u.Str()
+	switch v {
+	case Version2205:
+		m.AliasList, _ = u.Str()
+	case Version2411:
+		if alias, _ := u.Str(); alias != "" && u.Err() == nil {
+			return u.Fail(fmt.Errorf("%w: launch alias_list placeholder %q", ErrMalformed, alias))
+		}
+	}
 	m.CompleteNodelist, _ = u.Str()
 	m.OpenMode, _ = u.U8()
 	m.AcctgFreq, _ = u.Str()
 	m.CPUFreqMin, _ = u.U32()
 	m.CPUFreqMax, _ = u.U32()
 	m.CPUFreqGov, _ = u.U32()
-	m.SelectPluginID, _ = u.U32()
+	if v == Version2205 {
+		m.SelectPluginID, _ = u.U32()
+	}
 	m.TresBind, _ = u.Str()
 	m.TresFreq, _ = u.Str()
 	m.X11, _ = u.U16()
@@ -465,6 +560,13 @@ func decLaunchTasks(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasks) error {
 	m.X11MagicCookie, _ = u.Str()
 	m.X11Target, _ = u.Str()
 	m.X11TargetPort, _ = u.U16()
+	if v >= Version2411 {
+		m.Stepmgr, _ = u.Str()
+		m.OOMKillStep, _ = u.Bool()
+		if m.HasJobPtr, err = u.Bool(); err == nil && m.HasJobPtr {
+			return u.Fail(fmt.Errorf("%w: launch with stepmgr job records (enable_stepmgr is not supported)", ErrMalformed))
+		}
+	}
 	return nil
 }
 
@@ -559,48 +661,49 @@ type TaskExit struct {
 func (TaskExit) MsgType() MsgType { return MessageTaskExit }
 
 // ReattachTasks is reattach_tasks_request_msg_t, REQUEST_REATTACH_TASKS
-// (sattach → the step's nodes, forwarded). On the wire: step_id; u16 n,
-// n × u16 resp ports; u16 n, n × u16 io ports; cred (packed at the message
-// version, no cred_version). The credential is a fake one signed by munge
-// as the user (sattach _generate_fake_cred); slurmd does not verify it and
-// only uses Cred.Signature as the I/O key.
+// (sattach → the step's nodes, forwarded). On the wire:
+//
+//	22.05: step_id; u16 n, n × u16 resp ports; u16 n, n × u16 io ports;
+//	       cred (at the message version, no cred_version): a fake one
+//	       signed by munge as the user (sattach _generate_fake_cred);
+//	       slurmd does not verify it and uses its signature as the I/O key;
+//	24.11: step_id; str io_key; the two port lists (23.11 sends the key
+//	       itself instead of a credential);
+//	26.05: str tls_cert in front of the 24.11 layout (25.05).
 type ReattachTasks struct {
+	TLSCert   string // 26.05
 	StepID    StepID
+	IOKey     string // 24.11+
 	RespPorts []uint16
 	IOPorts   []uint16
-	Cred      *Cred
+	Cred      *Cred // 22.05
 }
 
 // MsgType implements Body.
 func (ReattachTasks) MsgType() MsgType { return RequestReattachTasks }
 
-// unsupportedBefore2205 is the codec of credential-carrying requests for
-// header versions older than 22.05: it fails with ErrUnsupportedVersion, so
-// a caller can answer SLURM_PROTOCOL_VERSION_ERROR.
-func unsupportedBefore2205(t MsgType) Codec {
-	err := func(v uint16) error {
-		return fmt.Errorf("%w: %v layout 0x%04x", ErrUnsupportedVersion, t, v)
+// Key returns the I/O key the step's streams are authenticated with: the
+// fake credential's signature (22.05) or the key itself with its NUL, so
+// both compare equal to the launch credential's Signature.
+func (m *ReattachTasks) Key() []byte {
+	if m.Cred != nil {
+		return m.Cred.Signature
 	}
-	return Codec{
-		MinVersion: MinVersion,
-		MaxVersion: Version2205 - 1,
-		Encode:     func(_ *Packer, v uint16, _ Body) error { return err(v) },
-		Decode: func(u *Unpacker, v uint16, _ MsgType) (Body, error) {
-			return nil, u.Fail(err(v))
-		},
+	if m.IOKey == "" {
+		return nil
 	}
+	return append([]byte(m.IOKey), 0)
 }
 
 func init() {
-	RegisterBody(RequestLaunchTasks, unsupportedBefore2205(RequestLaunchTasks))
-	RegisterBody(RequestLaunchTasks, typedCodec(Version2205, MaxHeaderVersion, encLaunchTasks, decLaunchTasks))
+	RegisterBody(RequestLaunchTasks, typedCodec(spoken, encLaunchTasks, decLaunchTasks))
 
-	RegisterBody(ResponseLaunchTasks, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *LaunchTasksResponse) error {
+	RegisterBody(ResponseLaunchTasks, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *LaunchTasksResponse) error {
 			if len(m.LocalPIDs) != len(m.TaskIDs) {
 				return fmt.Errorf("%w: %d local pids but %d task ids", ErrMalformed, len(m.LocalPIDs), len(m.TaskIDs))
 			}
-			p.StepID(m.StepID)
+			p.StepID(v, m.StepID)
 			p.U32(m.ReturnCode)
 			p.Str(m.NodeName)
 			p.U32(uint32(len(m.LocalPIDs)))
@@ -608,8 +711,8 @@ func init() {
 			p.U32Array(m.TaskIDs)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *LaunchTasksResponse) error {
-			m.StepID, _ = u.StepID()
+		func(u *Unpacker, v uint16, _ MsgType, m *LaunchTasksResponse) error {
+			m.StepID, _ = u.StepID(v)
 			m.ReturnCode, _ = u.U32()
 			m.NodeName, _ = u.Str()
 			count, _ := u.U32()
@@ -618,27 +721,26 @@ func init() {
 			return checkLens(u, "count_of_pids", int(count), len(m.LocalPIDs), len(m.TaskIDs))
 		}))
 
-	RegisterBody(MessageTaskExit, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *TaskExit) error {
+	RegisterBody(MessageTaskExit, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *TaskExit) error {
 			p.U32(m.ReturnCode)
 			p.U32(uint32(len(m.TaskIDs)))
 			p.U32Array(m.TaskIDs)
-			p.StepID(m.StepID)
+			p.StepID(v, m.StepID)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *TaskExit) error {
+		func(u *Unpacker, v uint16, _ MsgType, m *TaskExit) error {
 			m.ReturnCode, _ = u.U32()
 			n, _ := u.U32()
 			m.TaskIDs, _ = u.U32Array()
 			if err := checkLens(u, "num_tasks", int(n), len(m.TaskIDs)); err != nil {
 				return err
 			}
-			m.StepID, _ = u.StepID()
+			m.StepID, _ = u.StepID(v)
 			return nil
 		}))
 
-	RegisterBody(RequestReattachTasks, unsupportedBefore2205(RequestReattachTasks))
-	RegisterBody(RequestReattachTasks, typedCodec(Version2205, MaxHeaderVersion,
+	RegisterBody(RequestReattachTasks, typedCodec(spoken,
 		func(p *Packer, v uint16, m *ReattachTasks) error {
 			if err := checkPorts("resp ports", m.RespPorts); err != nil {
 				return err
@@ -646,15 +748,32 @@ func init() {
 			if err := checkPorts("io ports", m.IOPorts); err != nil {
 				return err
 			}
-			p.StepID(m.StepID)
+			if v >= Version2605 {
+				p.Str(m.TLSCert)
+			}
+			p.StepID(v, m.StepID)
+			if v >= Version2411 {
+				p.Str(m.IOKey)
+			}
 			packPorts(p, m.RespPorts)
 			packPorts(p, m.IOPorts)
-			return PackCred(p, v, m.Cred)
+			if v == Version2205 {
+				return PackCred(p, v, m.Cred)
+			}
+			return nil
 		},
 		func(u *Unpacker, v uint16, _ MsgType, m *ReattachTasks) error {
 			var err error
-			if m.StepID, err = u.StepID(); err != nil {
+			if v >= Version2605 {
+				m.TLSCert, _ = u.Str()
+			}
+			if m.StepID, err = u.StepID(v); err != nil {
 				return err
+			}
+			if v >= Version2411 {
+				if m.IOKey, err = u.Str(); err != nil {
+					return err
+				}
 			}
 			if m.RespPorts, err = unpackPorts(u, "resp ports"); err != nil {
 				return err
@@ -662,7 +781,9 @@ func init() {
 			if m.IOPorts, err = unpackPorts(u, "io ports"); err != nil {
 				return err
 			}
-			m.Cred, err = DecodeCred(u, v)
+			if v == Version2205 {
+				m.Cred, err = DecodeCred(u, v)
+			}
 			return err
 		}))
 }

@@ -102,7 +102,7 @@ func TestGoldenLaunch_LaunchTasks2Node(t *testing.T) {
 	}
 	got := b.(*LaunchTasks)
 	want := launchTasksCommon()
-	want.StepID = StepID{7, 0, NoVal}
+	want.StepID = StepID{JobID: 7, StepID: 0, StepHetComp: NoVal}
 	want.NTasks, want.NNodes = 2, 2
 	want.TaskDist = 1 // SLURM_DIST_CYCLIC (srun's default for -n == -N)
 	want.TasksToLaunch = []uint16{1, 1}
@@ -154,7 +154,7 @@ func TestGoldenLaunch_LaunchTasks1Node(t *testing.T) {
 	frame, m, b := decodeGoldenFrame(t, "launch_tasks/launch_tasks_1node_v2600.bin")
 	got := b.(*LaunchTasks)
 	want := launchTasksCommon()
-	want.StepID = StepID{1, 0, NoVal}
+	want.StepID = StepID{JobID: 1, StepID: 0, StepHetComp: NoVal}
 	want.NTasks, want.NNodes = 2, 1
 	want.TaskDist = 0x2000 // SLURM_DIST_UNKNOWN: one node, no -m given
 	want.TasksToLaunch = []uint16{2}
@@ -176,7 +176,7 @@ func TestGoldenLaunch_LaunchTasks1Node(t *testing.T) {
 	}
 	c := got.Cred
 	want1 := &Cred{
-		StepID: StepID{1, 0, NoVal}, UID: 1002, GID: 1002,
+		StepID: StepID{JobID: 1, StepID: 0, StepHetComp: NoVal}, UID: 1002, GID: 1002,
 		PwName: "tieegold", PwGecos: EmptyString, PwDir: "/home/tieegold", PwShell: "/bin/bash", Gids: []uint32{1002},
 		GresJobState: []byte{0, 0}, GresStepState: []byte{0, 0}, JobCoreSpec: NoVal16, JobPartition: "gj",
 		StepHostlist: "j1", CTime: time.Unix(1795979553, 0), TotCoreCnt: 2,
@@ -204,12 +204,12 @@ func TestGoldenLaunch_StepdToSrun(t *testing.T) {
 		want Body
 	}{
 		{"launch_tasks/launch_tasks_response_2task_v2600.bin", &LaunchTasksResponse{
-			StepID: StepID{1, 0, NoVal}, NodeName: "j1", LocalPIDs: []uint32{9496, 9497}, TaskIDs: []uint32{0, 1}}},
+			StepID: StepID{JobID: 1, StepID: 0, StepHetComp: NoVal}, NodeName: "j1", LocalPIDs: []uint32{9496, 9497}, TaskIDs: []uint32{0, 1}}},
 		{"launch_tasks/launch_tasks_response_v2600.bin", &LaunchTasksResponse{
-			StepID: StepID{2, 0, NoVal}, NodeName: "j2", LocalPIDs: []uint32{9568}, TaskIDs: []uint32{1}}},
+			StepID: StepID{JobID: 2, StepID: 0, StepHetComp: NoVal}, NodeName: "j2", LocalPIDs: []uint32{9568}, TaskIDs: []uint32{1}}},
 		// Both tasks exited 3: one message, raw wait status 0x300.
-		{"launch_tasks/task_exit_2task_v2600.bin", &TaskExit{ReturnCode: 0x300, TaskIDs: []uint32{0, 1}, StepID: StepID{1, 0, NoVal}}},
-		{"launch_tasks/task_exit_v2600.bin", &TaskExit{ReturnCode: 0x100, TaskIDs: []uint32{1}, StepID: StepID{2, 0, NoVal}}},
+		{"launch_tasks/task_exit_2task_v2600.bin", &TaskExit{ReturnCode: 0x300, TaskIDs: []uint32{0, 1}, StepID: StepID{JobID: 1, StepID: 0, StepHetComp: NoVal}}},
+		{"launch_tasks/task_exit_v2600.bin", &TaskExit{ReturnCode: 0x100, TaskIDs: []uint32{1}, StepID: StepID{JobID: 2, StepID: 0, StepHetComp: NoVal}}},
 		// sattach 3.0 (srun -n1 sleep 12 running on j2): j2's reply.
 		{"launch_tasks/reattach_tasks_response_v2600.bin", &ReattachTasksResponse{
 			NodeName: "j2", GTIDs: []uint32{0}, LocalPIDs: []uint32{9627}, Executables: []string{"sleep"}}},
@@ -231,7 +231,7 @@ func TestGoldenLaunch_StepdToSrun(t *testing.T) {
 func TestGoldenLaunch_ReattachTasks(t *testing.T) {
 	frame, m, b := decodeGoldenFrame(t, "launch_tasks/reattach_tasks_v2600.bin")
 	got := b.(*ReattachTasks)
-	if got.StepID != (StepID{3, 0, NoVal}) || !reflect.DeepEqual(got.RespPorts, []uint16{33679}) ||
+	if got.StepID != (StepID{JobID: 3, StepID: 0, StepHetComp: NoVal}) || !reflect.DeepEqual(got.RespPorts, []uint16{33679}) ||
 		!reflect.DeepEqual(got.IOPorts, []uint16{37279}) {
 		t.Errorf("%+v", got)
 	}
@@ -239,7 +239,7 @@ func TestGoldenLaunch_ReattachTasks(t *testing.T) {
 	// _generate_fake_cred: uid only (gid 0), one core per node, no cpu
 	// array, no tasks, no memory.
 	want := &Cred{
-		StepID: StepID{3, 0, NoVal}, UID: 1002,
+		StepID: StepID{JobID: 3, StepID: 0, StepHetComp: NoVal}, UID: 1002,
 		PwName: "tieegold", PwGecos: EmptyString, PwDir: "/home/tieegold", PwShell: "/bin/bash", Gids: []uint32{1002},
 		GresJobState: []byte{0, 0}, GresStepState: []byte{0, 0}, StepHostlist: "j2",
 		CTime: time.Unix(1795979558, 0), TotCoreCnt: 1,
@@ -282,7 +282,7 @@ func TestGoldenLaunch_RoundTrip(t *testing.T) {
 // job options, an IPv4 orig_addr, file names, X11).
 func launchSampleBodies() []Body {
 	full := &LaunchTasks{
-		StepID: StepID{9, 2, 1}, UID: 1002, GID: 1002, UserName: "u", Gids: []uint32{1002, 27},
+		StepID: StepID{JobID: 9, StepID: 2, StepHetComp: 1}, UID: 1002, GID: 1002, UserName: "u", Gids: []uint32{1002, 27},
 		HetJobNodeOffset: 1, HetJobID: 8, HetJobNNodes: 3, HetJobTIDs: [][]uint32{{0, 1}, {2}, nil},
 		HetJobNTasks: 3, HetJobTIDOffsets: []uint32{0, 0, 1}, HetJobOffset: 1, HetJobStepCnt: 2, HetJobTaskOffset: 2,
 		HetJobNodeList: "n[1-3]", MPIPluginID: 101, NTasks: 3, NTasksPerBoard: 1, NTasksPerCore: 2,
@@ -307,11 +307,11 @@ func launchSampleBodies() []Body {
 		// Minimal: zero values (SwitchPluginID 0 and CredVersion 0 take
 		// their defaults), an empty credential.
 		&LaunchTasks{Cred: &Cred{}},
-		&LaunchTasksResponse{StepID: StepID{9, 0, NoVal}, ReturnCode: 0, NodeName: "n1", LocalPIDs: []uint32{100, 101}, TaskIDs: []uint32{0, 2}},
-		&LaunchTasksResponse{StepID: StepID{9, 0, NoVal}, ReturnCode: ESlurmdExecveFailed},
-		&TaskExit{ReturnCode: 0x300, TaskIDs: []uint32{0, 1}, StepID: StepID{9, 0, NoVal}},
+		&LaunchTasksResponse{StepID: StepID{JobID: 9, StepID: 0, StepHetComp: NoVal}, ReturnCode: 0, NodeName: "n1", LocalPIDs: []uint32{100, 101}, TaskIDs: []uint32{0, 2}},
+		&LaunchTasksResponse{StepID: StepID{JobID: 9, StepID: 0, StepHetComp: NoVal}, ReturnCode: ESlurmdExecveFailed},
+		&TaskExit{ReturnCode: 0x300, TaskIDs: []uint32{0, 1}, StepID: StepID{JobID: 9, StepID: 0, StepHetComp: NoVal}},
 		&TaskExit{},
-		&ReattachTasks{StepID: StepID{9, 0, NoVal}, RespPorts: []uint16{1, 2}, IOPorts: []uint16{3}, Cred: sampleCred()},
+		&ReattachTasks{StepID: StepID{JobID: 9, StepID: 0, StepHetComp: NoVal}, RespPorts: []uint16{1, 2}, IOPorts: []uint16{3}, Cred: sampleCred()},
 		&ReattachTasks{Cred: &Cred{}},
 	}
 }
@@ -378,10 +378,10 @@ func TestLaunchBody_WireLayout(t *testing.T) {
 		hex  string
 	}{
 		// step_id; rc; node_name; count_of_pids; arr32 local_pids; arr32 task_ids.
-		{"launch response", &LaunchTasksResponse{StepID: StepID{1, 0, NoVal}, NodeName: "j1", LocalPIDs: []uint32{0x10, 0x11}, TaskIDs: []uint32{0, 1}},
+		{"launch response", &LaunchTasksResponse{StepID: StepID{JobID: 1, StepID: 0, StepHetComp: NoVal}, NodeName: "j1", LocalPIDs: []uint32{0x10, 0x11}, TaskIDs: []uint32{0, 1}},
 			"00000001 00000000 fffffffe 00000000 00000003 6a3100 00000002 00000002 00000010 00000011 00000002 00000000 00000001"},
 		// rc; num_tasks; arr32 task_id_list; step_id.
-		{"task exit", &TaskExit{ReturnCode: 0x300, TaskIDs: []uint32{0, 1}, StepID: StepID{1, 0, NoVal}},
+		{"task exit", &TaskExit{ReturnCode: 0x300, TaskIDs: []uint32{0, 1}, StepID: StepID{JobID: 1, StepID: 0, StepHetComp: NoVal}},
 			"00000300 00000002 00000002 00000000 00000001 00000001 00000000 fffffffe"},
 		{"task exit empty", &TaskExit{}, "00000000 00000000 00000000 00000000 00000000 00000000"},
 	}
@@ -548,11 +548,11 @@ func TestLaunch_Registration(t *testing.T) {
 		}
 	}
 	b, err := DecodeBody(Version2205, RequestTerminateTasks, mustHexT("00000007 00000000 fffffffe 0000 0009"))
-	if st, ok := b.(*SignalTasks); err != nil || !ok || *st != (SignalTasks{Type: RequestTerminateTasks, StepID: StepID{7, 0, NoVal}, Signal: 9}) {
+	if st, ok := b.(*SignalTasks); err != nil || !ok || *st != (SignalTasks{Type: RequestTerminateTasks, StepID: StepID{JobID: 7, StepID: 0, StepHetComp: NoVal}, Signal: 9}) {
 		t.Fatalf("terminate tasks: %v %+v", err, b)
 	}
 	// REQUEST_STEP_COMPLETE without accounting ends in u8 0.
-	enc, err := EncodeBody(Version2205, &StepComplete{StepID: StepID{7, 0, NoVal}})
+	enc, err := EncodeBody(Version2205, &StepComplete{StepID: StepID{JobID: 7, StepID: 0, StepHetComp: NoVal}})
 	if err != nil || len(enc) != 25 || enc[24] != 0 {
 		t.Fatalf("step complete %x %v", enc, err)
 	}

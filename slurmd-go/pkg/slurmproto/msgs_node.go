@@ -34,8 +34,9 @@ func (ReturnCodeMsg) MsgType() MsgType { return ResponseSlurmRCMsg }
 
 // PingSlurmdResponse is RESPONSE_PING_SLURMD.
 type PingSlurmdResponse struct {
-	CPULoad uint32 // 5-min load average * 100
-	FreeMem uint64 // MiB
+	CPULoad  uint32 // 5-min load average * 100
+	FreeMem  uint64 // MiB
+	NodeName string // 26.05+
 }
 
 // MsgType implements Body.
@@ -50,42 +51,57 @@ type Energy struct {
 	CurrentWatts     uint32
 	PreviousConsumed uint64
 	PollTime         time.Time
+	// SlurmdStartTime is packed from 24.11 on (48 bytes then).
+	SlurmdStartTime time.Time
 }
 
+// energySize is the smallest packed Energy (before 24.11).
 const energySize = 40
 
-func packEnergy(p *Packer, e *Energy) {
+func packEnergy(p *Packer, v uint16, e *Energy) {
 	p.U64(e.BaseConsumed)
 	p.U32(e.AveWatts)
 	p.U64(e.Consumed)
 	p.U32(e.CurrentWatts)
 	p.U64(e.PreviousConsumed)
 	p.Time(e.PollTime)
+	if v >= Version2411 {
+		p.Time(e.SlurmdStartTime)
+	}
 }
 
-func unpackEnergy(u *Unpacker, e *Energy) {
+func unpackEnergy(u *Unpacker, v uint16, e *Energy) {
 	e.BaseConsumed, _ = u.U64()
 	e.AveWatts, _ = u.U32()
 	e.Consumed, _ = u.U64()
 	e.CurrentWatts, _ = u.U32()
 	e.PreviousConsumed, _ = u.U64()
 	e.PollTime, _ = u.Time()
+	if v >= Version2411 {
+		e.SlurmdStartTime, _ = u.Time()
+	}
 }
 
 // NodeRegistrationStatus is MESSAGE_NODE_REGISTRATION_STATUS (reference §3).
-// Hostname and DynamicConf exist only in the 22.05 layout; with older
-// versions DynamicType is packed as a bool.
+// Hostname and DynamicConf exist from 22.05 on; with older versions
+// DynamicType is packed as a bool. The fields marked with a release exist
+// from that release on.
 type NodeRegistrationStatus struct {
 	Timestamp       time.Time
 	SlurmdStartTime time.Time
 	Status          uint32
+	Extra           string // 24.11
 	FeaturesActive  string
 	FeaturesAvail   string
-	Hostname        string // 22.05+
+	Hostname        string // 22.05
+	InstanceID      string // 24.11
+	InstanceType    string // 24.11
 	NodeName        string
 	Arch            string
 	CPUSpecList     string
+	MemSpecLimit    uint64 // 26.05 (25.05), MiB
 	OS              string
+	Parameters      string // 26.05 (25.11)
 	CPUs            uint16
 	Boards          uint16
 	Sockets         uint16
@@ -116,15 +132,28 @@ func encNodeReg(p *Packer, v uint16, m *NodeRegistrationStatus) error {
 	p.Time(m.Timestamp)
 	p.Time(m.SlurmdStartTime)
 	p.U32(m.Status)
+	if v >= Version2411 {
+		p.Str(m.Extra)
+	}
 	p.Str(m.FeaturesActive)
 	p.Str(m.FeaturesAvail)
 	if v >= Version2205 {
 		p.Str(m.Hostname)
 	}
+	if v >= Version2411 {
+		p.Str(m.InstanceID)
+		p.Str(m.InstanceType)
+	}
 	p.Str(m.NodeName)
 	p.Str(m.Arch)
 	p.Str(m.CPUSpecList)
+	if v >= Version2605 {
+		p.U64(m.MemSpecLimit)
+	}
 	p.Str(m.OS)
+	if v >= Version2605 {
+		p.Str(m.Parameters)
+	}
 	p.U16(m.CPUs)
 	p.U16(m.Boards)
 	p.U16(m.Sockets)
@@ -138,7 +167,7 @@ func encNodeReg(p *Packer, v uint16, m *NodeRegistrationStatus) error {
 	p.U64(m.FreeMem)
 	p.U32(uint32(len(m.Steps)))
 	for _, s := range m.Steps {
-		p.StepID(s)
+		p.StepID(v, s)
 	}
 	p.U16(m.Flags)
 	// gres_info_size, then (again) the size as packmem's length.
@@ -146,7 +175,7 @@ func encNodeReg(p *Packer, v uint16, m *NodeRegistrationStatus) error {
 	if len(m.GresInfo) > 0 {
 		p.Mem(m.GresInfo)
 	}
-	packEnergy(p, &m.Energy)
+	packEnergy(p, v, &m.Energy)
 	p.Str(m.Version)
 	p.U8(m.DynamicType)
 	if v >= Version2205 {
@@ -160,15 +189,28 @@ func decNodeReg(u *Unpacker, v uint16, _ MsgType, m *NodeRegistrationStatus) err
 	m.Timestamp, _ = u.Time()
 	m.SlurmdStartTime, _ = u.Time()
 	m.Status, _ = u.U32()
+	if v >= Version2411 {
+		m.Extra, _ = u.Str()
+	}
 	m.FeaturesActive, _ = u.Str()
 	m.FeaturesAvail, _ = u.Str()
 	if v >= Version2205 {
 		m.Hostname, _ = u.Str()
 	}
+	if v >= Version2411 {
+		m.InstanceID, _ = u.Str()
+		m.InstanceType, _ = u.Str()
+	}
 	m.NodeName, _ = u.Str()
 	m.Arch, _ = u.Str()
 	m.CPUSpecList, _ = u.Str()
+	if v >= Version2605 {
+		m.MemSpecLimit, _ = u.U64()
+	}
 	m.OS, _ = u.Str()
+	if v >= Version2605 {
+		m.Parameters, _ = u.Str()
+	}
 	m.CPUs, _ = u.U16()
 	m.Boards, _ = u.U16()
 	m.Sockets, _ = u.U16()
@@ -187,7 +229,7 @@ func decNodeReg(u *Unpacker, v uint16, _ MsgType, m *NodeRegistrationStatus) err
 	if n > 0 {
 		m.Steps = make([]StepID, n)
 		for i := range m.Steps {
-			m.Steps[i], _ = u.StepID()
+			m.Steps[i], _ = u.StepID(v)
 		}
 	}
 	m.Flags, _ = u.U16()
@@ -205,7 +247,7 @@ func decNodeReg(u *Unpacker, v uint16, _ MsgType, m *NodeRegistrationStatus) err
 		}
 		m.GresInfo = g
 	}
-	unpackEnergy(u, &m.Energy)
+	unpackEnergy(u, v, &m.Energy)
 	m.Version, _ = u.Str()
 	m.DynamicType, _ = u.U8()
 	if v >= Version2205 {
@@ -322,19 +364,30 @@ func (ShutdownRequest) MsgType() MsgType { return RequestShutdown }
 
 // RebootNodesRequest is REQUEST_REBOOT_NODES.
 type RebootNodesRequest struct {
-	Features  string
-	Flags     uint16
-	NextState uint32
-	NodeList  string
-	Reason    string
+	Features        string
+	Flags           uint16
+	NextState       uint32
+	NodeList        string
+	PowerActionName string // 26.05
+	Reason          string
 }
+
+// NodeHealthCheck is REQUEST_NODE_HEALTH_CHECK (26.05): slurmctld's health
+// check of a node that reports health (health_check_report).
+type NodeHealthCheck struct{ Healthy bool }
+
+// MsgType implements Body.
+func (NodeHealthCheck) MsgType() MsgType { return RequestNodeHealthCheck }
 
 // MsgType implements Body.
 func (RebootNodesRequest) MsgType() MsgType { return RequestRebootNodes }
 
-// EpilogComplete is MESSAGE_EPILOG_COMPLETE (slurmd → ctld).
+// EpilogComplete is MESSAGE_EPILOG_COMPLETE (slurmd → ctld). 26.05 (25.11)
+// sends the job as a step id (StepID: job, NoVal, NoVal) instead of a u32;
+// JobID is the job either way.
 type EpilogComplete struct {
 	JobID    uint32
+	StepID   StepID // 26.05: packed instead of JobID (JobID filled from it)
 	RC       uint32
 	NodeName string
 }
@@ -342,11 +395,22 @@ type EpilogComplete struct {
 // MsgType implements Body.
 func (EpilogComplete) MsgType() MsgType { return MessageEpilogComplete }
 
+// jobAsStepID packs a job id the way 26.05 (25.11) does in messages that
+// used to carry a bare u32: as a step id with step NoVal.
+func jobAsStepID(job uint32, id StepID) StepID {
+	if id.JobID == 0 && id.StepID == 0 {
+		return StepID{JobID: job, StepID: NoVal, StepHetComp: NoVal}
+	}
+	return id
+}
+
 func init() {
-	noBody := allVersions(
-		func(*Packer, uint16, Body) error { return nil },
-		func(_ *Unpacker, _ uint16, t MsgType) (Body, error) { return &EmptyBody{Type: t}, nil },
+	noBody := typedCodec(everyHeader,
+		func(*Packer, uint16, *EmptyBody) error { return nil },
+		func(_ *Unpacker, _ uint16, t MsgType, m *EmptyBody) error { m.Type = t; return nil },
 	)
+	// The same empty body in every release: these are what a controller
+	// sends a node it has not heard from, in its own oldest version.
 	register(noBody,
 		RequestNodeRegistrationStatus, RequestReconfigure, RequestPing,
 		RequestControl, RequestControlStatus, RequestTakeover,
@@ -354,11 +418,11 @@ func init() {
 		RequestTopoInfo, RequestBurstBufferInfo, RequestFedInfo,
 		SrunPing, ResponseForwardFailed)
 
-	RegisterBody(ResponseSlurmRC, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(ResponseSlurmRC, typedCodec(everyHeader,
 		func(p *Packer, _ uint16, m *ReturnCode) error { p.U32(m.RC); return nil },
 		func(u *Unpacker, _ uint16, _ MsgType, m *ReturnCode) error { m.RC, _ = u.U32(); return nil }))
 
-	RegisterBody(ResponseSlurmRCMsg, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(ResponseSlurmRCMsg, typedCodec(everyHeader,
 		func(p *Packer, _ uint16, m *ReturnCodeMsg) error { p.U32(m.RC); p.Str(m.Msg); return nil },
 		func(u *Unpacker, _ uint16, _ MsgType, m *ReturnCodeMsg) error {
 			m.RC, _ = u.U32()
@@ -366,19 +430,33 @@ func init() {
 			return nil
 		}))
 
-	RegisterBody(ResponsePingSlurmd, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *PingSlurmdResponse) error { p.U32(m.CPULoad); p.U64(m.FreeMem); return nil },
-		func(u *Unpacker, _ uint16, _ MsgType, m *PingSlurmdResponse) error {
+	// The reply to a ping, so at every header version too; 26.05 adds the
+	// node name.
+	RegisterBody(ResponsePingSlurmd, typedCodec(everyHeader,
+		func(p *Packer, v uint16, m *PingSlurmdResponse) error {
+			p.U32(m.CPULoad)
+			p.U64(m.FreeMem)
+			if v >= Version2605 {
+				p.Str(m.NodeName)
+			}
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *PingSlurmdResponse) error {
 			m.CPULoad, _ = u.U32()
 			m.FreeMem, _ = u.U64()
+			if v >= Version2605 {
+				m.NodeName, _ = u.Str()
+			}
 			return nil
 		}))
 
-	// Two layouts: 20.11/21.08 and 22.05.
-	RegisterBody(MessageNodeRegistrationStatus, typedCodec(MinVersion, Version2205-1, encNodeReg, decNodeReg))
-	RegisterBody(MessageNodeRegistrationStatus, typedCodec(Version2205, MaxHeaderVersion, encNodeReg, decNodeReg))
+	RegisterBody(RequestNodeHealthCheck, typedCodec(only2605,
+		func(p *Packer, _ uint16, m *NodeHealthCheck) error { p.Bool(m.Healthy); return nil },
+		func(u *Unpacker, _ uint16, _ MsgType, m *NodeHealthCheck) error { m.Healthy, _ = u.Bool(); return nil }))
 
-	RegisterBody(ResponseNodeRegistration, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(MessageNodeRegistrationStatus, typedCodec(legacyAndSpoken, encNodeReg, decNodeReg))
+
+	RegisterBody(ResponseNodeRegistration, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *NodeRegistrationResponse) error {
 			packTRESList(p, m.TRES)
 			p.Str(m.NodeName)
@@ -390,7 +468,7 @@ func init() {
 			return nil
 		}))
 
-	RegisterBody(ResponseSlurmdStatus, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(ResponseSlurmdStatus, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *SlurmdStatus) error {
 			p.Time(m.Booted)
 			p.Time(m.LastSlurmctldMsg)
@@ -428,19 +506,19 @@ func init() {
 			return nil
 		}))
 
-	energyCodec := typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *AcctGatherEnergy) error {
+	energyCodec := typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *AcctGatherEnergy) error {
 			if len(m.Sensors) > 0xffff {
 				return fmt.Errorf("%w: %d sensors", ErrTooLarge, len(m.Sensors))
 			}
 			p.Str(m.NodeName)
 			p.U16(uint16(len(m.Sensors)))
 			for i := range m.Sensors {
-				packEnergy(p, &m.Sensors[i])
+				packEnergy(p, v, &m.Sensors[i])
 			}
 			return nil
 		},
-		func(u *Unpacker, _ uint16, t MsgType, m *AcctGatherEnergy) error {
+		func(u *Unpacker, v uint16, t MsgType, m *AcctGatherEnergy) error {
 			m.Type = t
 			m.NodeName, _ = u.Str()
 			c, err := u.U16()
@@ -453,13 +531,13 @@ func init() {
 			}
 			m.Sensors = make([]Energy, n)
 			for i := range m.Sensors {
-				unpackEnergy(u, &m.Sensors[i])
+				unpackEnergy(u, v, &m.Sensors[i])
 			}
 			return nil
 		})
 	register(energyCodec, ResponseAcctGatherUpdate, ResponseAcctGatherEnergy)
 
-	RegisterBody(RequestAcctGatherEnergy, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(RequestAcctGatherEnergy, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *AcctGatherEnergyRequest) error {
 			p.U16(m.ContextID)
 			p.U16(m.Delta)
@@ -471,37 +549,53 @@ func init() {
 			return nil
 		}))
 
-	RegisterBody(RequestShutdown, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(RequestShutdown, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *ShutdownRequest) error { p.U16(m.Options); return nil },
 		func(u *Unpacker, _ uint16, _ MsgType, m *ShutdownRequest) error { m.Options, _ = u.U16(); return nil }))
 
-	RegisterBody(RequestRebootNodes, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *RebootNodesRequest) error {
+	// 26.05 adds power_action_name before reason.
+	RegisterBody(RequestRebootNodes, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *RebootNodesRequest) error {
 			p.Str(m.Features)
 			p.U16(m.Flags)
 			p.U32(m.NextState)
 			p.Str(m.NodeList)
+			if v >= Version2605 {
+				p.Str(m.PowerActionName)
+			}
 			p.Str(m.Reason)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *RebootNodesRequest) error {
+		func(u *Unpacker, v uint16, _ MsgType, m *RebootNodesRequest) error {
 			m.Features, _ = u.Str()
 			m.Flags, _ = u.U16()
 			m.NextState, _ = u.U32()
 			m.NodeList, _ = u.Str()
+			if v >= Version2605 {
+				m.PowerActionName, _ = u.Str()
+			}
 			m.Reason, _ = u.Str()
 			return nil
 		}))
 
-	RegisterBody(MessageEpilogComplete, typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *EpilogComplete) error {
-			p.U32(m.JobID)
+	RegisterBody(MessageEpilogComplete, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *EpilogComplete) error {
+			if v >= Version2605 {
+				p.StepID(v, jobAsStepID(m.JobID, m.StepID))
+			} else {
+				p.U32(m.JobID)
+			}
 			p.U32(m.RC)
 			p.Str(m.NodeName)
 			return nil
 		},
-		func(u *Unpacker, _ uint16, _ MsgType, m *EpilogComplete) error {
-			m.JobID, _ = u.U32()
+		func(u *Unpacker, v uint16, _ MsgType, m *EpilogComplete) error {
+			if v >= Version2605 {
+				m.StepID, _ = u.StepID(v)
+				m.JobID = m.StepID.JobID
+			} else {
+				m.JobID, _ = u.U32()
+			}
 			m.RC, _ = u.U32()
 			m.NodeName, _ = u.Str()
 			return nil

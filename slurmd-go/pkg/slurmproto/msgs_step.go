@@ -7,12 +7,18 @@ import "fmt"
 // slurm_jobacct_gather.c.
 
 // StepID is slurm_step_id_t: u32 job_id, u32 step_id, u32 step_het_comp
-// (NoVal when not a het step).
+// (NoVal when not a het step), and from 24.11 on a leading u64 sluid (the
+// cluster-unique id 26.05 assigns; 24.11 sends 0).
 type StepID struct {
 	JobID       uint32
 	StepID      uint32
 	StepHetComp uint32
+	SLUID       uint64
 }
+
+// Key is the id without its SLUID: what identifies a step on the node
+// across messages of any release.
+func (s StepID) Key() StepID { s.SLUID = 0; return s }
 
 // StepIDMsg is the body of messages that carry only a step id:
 // REQUEST_JOB_STEP_STAT, REQUEST_JOB_STEP_PIDS, REQUEST_STEP_LAYOUT,
@@ -136,16 +142,16 @@ type ReattachTasksResponse struct {
 func (ReattachTasksResponse) MsgType() MsgType { return ResponseReattachTasks }
 
 func init() {
-	register(typedCodec(MinVersion, MaxHeaderVersion,
-		func(p *Packer, _ uint16, m *StepIDMsg) error { p.StepID(m.StepID); return nil },
-		func(u *Unpacker, _ uint16, t MsgType, m *StepIDMsg) error {
+	register(typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *StepIDMsg) error { p.StepID(v, m.StepID); return nil },
+		func(u *Unpacker, v uint16, t MsgType, m *StepIDMsg) error {
 			m.Type = t
-			m.StepID, _ = u.StepID()
+			m.StepID, _ = u.StepID(v)
 			return nil
 		}),
 		RequestJobStepStat, RequestJobStepPids, RequestStepLayout, SrunJobComplete)
 
-	RegisterBody(ResponseJobStepPids, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(ResponseJobStepPids, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *JobStepPidsResponse) error {
 			p.Str(m.NodeName)
 			p.U32Array(m.PIDs)
@@ -157,7 +163,7 @@ func init() {
 			return nil
 		}))
 
-	RegisterBody(ResponseJobStepStat, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(ResponseJobStepStat, typedCodec(legacyAndSpoken,
 		func(p *Packer, v uint16, m *JobStepStatResponse) error {
 			p.U32(m.RC)
 			p.U32(m.NumTasks)
@@ -175,7 +181,7 @@ func init() {
 			return nil
 		}))
 
-	RegisterBody(ResponseReattachTasks, typedCodec(MinVersion, MaxHeaderVersion,
+	RegisterBody(ResponseReattachTasks, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *ReattachTasksResponse) error {
 			n := len(m.GTIDs)
 			if len(m.LocalPIDs) != n || len(m.Executables) != n {

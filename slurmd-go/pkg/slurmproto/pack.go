@@ -160,8 +160,12 @@ func (p *Packer) Bitmap(b *Bitmap) {
 // Addr packs a slurm_addr_t (slurm_pack_addr), see Addr.
 func (p *Packer) Addr(a Addr) { a.pack(p) }
 
-// StepID packs a slurm_step_id_t.
-func (p *Packer) StepID(s StepID) {
+// StepID packs a slurm_step_id_t at version v: 24.11 put the 64-bit SLUID
+// in front (24.11 daemons send 0, 26.05 fills it in).
+func (p *Packer) StepID(v uint16, s StepID) {
+	if v >= Version2411 {
+		p.U64(s.SLUID)
+	}
 	p.U32(s.JobID)
 	p.U32(s.StepID)
 	p.U32(s.StepHetComp)

@@ -51,7 +51,11 @@ func TestPacker_Primitives(t *testing.T) {
 		{"nil bitmap", func(p *Packer) { p.Bitmap(nil) }, "fffffffe"},
 		{"bitmap 2 bits bit0", func(p *Packer) { b := NewBitmap(2); b.Set(0); p.Bitmap(b) }, "00000002 00000004 30783100"},
 		{"bitmap 0 bits", func(p *Packer) { p.Bitmap(NewBitmap(0)) }, "00000000 00000004 30783000"},
-		{"step id", func(p *Packer) { p.StepID(StepID{3, 0, NoVal}) }, "00000003 00000000 fffffffe"},
+		{"step id 22.05", func(p *Packer) { p.StepID(Version2205, StepID{JobID: 3, StepID: 0, StepHetComp: NoVal, SLUID: 9}) }, "00000003 00000000 fffffffe"},
+		{"step id 24.11", func(p *Packer) { p.StepID(Version2411, StepID{JobID: 3, StepID: 0, StepHetComp: NoVal}) }, "0000000000000000 00000003 00000000 fffffffe"},
+		{"step id 26.05", func(p *Packer) {
+			p.StepID(Version2605, StepID{JobID: 3, StepID: 0, StepHetComp: NoVal, SLUID: 0x2ab688c1ce287400})
+		}, "2ab688c1ce287400 00000003 00000000 fffffffe"},
 		{"addr ipv4", func(p *Packer) { p.Addr(AddrFrom(netip.MustParseAddrPort("127.0.0.1:49250"))) }, "0002 0100007f 62c0"},
 		{"addr unspec", func(p *Packer) { p.Addr(Addr{}) }, "0000"},
 		{"addr unknown family", func(p *Packer) { p.Addr(Addr{Family: 1}) }, "0001"},

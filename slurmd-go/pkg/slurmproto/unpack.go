@@ -320,9 +320,12 @@ func (u *Unpacker) Bitmap() (*Bitmap, error) {
 // Addr reads a slurm_addr_t, see Addr.
 func (u *Unpacker) Addr() (Addr, error) { return unpackAddr(u) }
 
-// StepID reads a slurm_step_id_t.
-func (u *Unpacker) StepID() (StepID, error) {
+// StepID reads a slurm_step_id_t at version v (see Packer.StepID).
+func (u *Unpacker) StepID(v uint16) (StepID, error) {
 	var s StepID
+	if v >= Version2411 {
+		s.SLUID, _ = u.U64()
+	}
 	s.JobID, _ = u.U32()
 	s.StepID, _ = u.U32()
 	s.StepHetComp, _ = u.U32()

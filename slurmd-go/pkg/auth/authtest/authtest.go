@@ -85,6 +85,9 @@ type body struct {
 	Seq      uint64 `json:"seq"`
 }
 
+// PluginID implements auth.Authenticator: the fake stands in for munge.
+func (f *Fake) PluginID() uint32 { return auth.PluginMunge }
+
 // Encode implements auth.Authenticator.
 func (f *Fake) Encode(ctx context.Context, payload []byte, restrictUID uint32) (string, error) {
 	if err := ctx.Err(); err != nil {

@@ -69,6 +69,9 @@ type result struct {
 	decodedAt int64
 }
 
+// PluginID implements auth.Authenticator.
+func (m *Munge) PluginID() uint32 { return auth.PluginMunge }
+
 // Encode implements auth.Authenticator. Any goroutine; blocks on munged.
 func (m *Munge) Encode(ctx context.Context, payload []byte, restrictUID uint32) (string, error) {
 	if len(payload) > math.MaxInt32 {
