@@ -102,12 +102,27 @@ func (f *Forwarder) Start(ctx context.Context, h slurmproto.Header, authAndBody 
 	if width == 0 {
 		width = f.cfg.TreeWidth
 	}
+	var spans [][]string
+	if h.Version >= slurmproto.Version2411 {
+		// 24.11+ forward_msg: its own tree split, and the hop timeout
+		// scaled by the depth below us over the depth the sender saw.
+		var depth int
+		spans, depth = hostlist.SplitTree(nodes, width)
+		if h.Forward.TreeDepth > 0 {
+			h.Forward.TimeoutMS = uint32(uint64(h.Forward.TimeoutMS) * uint64(depth) / uint64(h.Forward.TreeDepth))
+		} else {
+			h.Forward.TimeoutMS *= uint32(2 * depth)
+		}
+		h.Forward.TreeDepth = uint16(depth)
+	} else {
+		spans = hostlist.Split(nodes, width)
+	}
 	hopTimeout := time.Duration(h.Forward.TimeoutMS) * time.Millisecond
 	if hopTimeout <= 0 {
 		hopTimeout = f.cfg.MessageTimeout
 	}
 	var wg sync.WaitGroup
-	for _, span := range hostlist.Split(nodes, width) {
+	for _, span := range spans {
 		wg.Add(1)
 		go func(span []string) {
 			defer wg.Done()
@@ -153,6 +168,8 @@ func (f *Forwarder) relayOne(ctx context.Context, h slurmproto.Header, authAndBo
 			Nodes:     hostlist.Compress(rest),
 			TimeoutMS: h.Forward.TimeoutMS,
 			TreeWidth: uint16(width),
+			NetCred:   h.Forward.NetCred,
+			TreeDepth: h.Forward.TreeDepth,
 		}
 		// forward.c: each extra tree level may take a MessageTimeout more.
 		steps := (len(rest) + 1) / width

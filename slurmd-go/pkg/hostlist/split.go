@@ -60,3 +60,55 @@ func Span(total, width int) []int {
 	}
 	return span
 }
+
+// SplitTree divides hosts as 24.11 and later do (hostlist_split_treewidth:
+// topology/common _set_span): at most width branches, filled level by
+// level, each level width times the one above, the last level's nodes
+// spread evenly with the remainder on the first branches. depth is the
+// number of levels below the caller (1 when every host is its own branch),
+// which 24.11+ puts in the forward header's tree_depth.
+func SplitTree(hosts []string, width int) (branches [][]string, depth int) {
+	if width <= 0 {
+		width = 50
+	}
+	if width > 0xffff {
+		width = 0xffff
+	}
+	if len(hosts) == 0 {
+		return nil, 0
+	}
+	if len(hosts) <= width {
+		for i := range hosts {
+			branches = append(branches, hosts[i:i+1:i+1])
+		}
+		return branches, 1
+	}
+	span := make([]int, width) // hosts per branch, its first one included
+	left := len(hosts)
+	for branchCap, levelCap := 1, width; left > 0; branchCap, levelCap = branchCap*width, levelCap*width {
+		if levelCap <= left {
+			for i := range span {
+				span[i] += branchCap
+			}
+			left -= levelCap
+		} else {
+			per := left / width
+			for i := range span {
+				span[i] += per
+			}
+			left -= per * width
+			for i := 0; left > 0; i, left = i+1, left-1 {
+				span[i]++
+			}
+		}
+		depth++
+	}
+	for i, k := 0, 0; i < len(hosts) && k < width; k++ {
+		end := min(i+span[k], len(hosts))
+		if end > i {
+			branches = append(branches, hosts[i:end:end])
+		}
+		i = end
+	}
+	return branches, depth
+}
