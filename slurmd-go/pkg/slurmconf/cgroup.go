@@ -117,8 +117,7 @@ func LoadCgroup(path string, opts ...Options) (*CgroupConf, error) {
 	}
 	data, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		c := defaultCgroup(path, rel)
-		return c, nil
+		return defaultCgroup(path, rel), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("slurmconf: %w", err)
@@ -129,16 +128,9 @@ func LoadCgroup(path string, opts ...Options) (*CgroupConf, error) {
 // ParseCgroup parses cgroup.conf text read from r; filename names it in
 // errors and anchors relative Include paths.
 func ParseCgroup(r io.Reader, filename string, opts ...Options) (*CgroupConf, error) {
-	rel, err := newRelease(opts)
+	rel, data, err := readText(r, filename, opts)
 	if err != nil {
 		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("slurmconf: read %s: %w", filename, err)
-	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("slurmconf: %s: %w: file larger than %d bytes", filename, ErrSyntax, maxFileSize)
 	}
 	return parseCgroup(data, filename, rel)
 }

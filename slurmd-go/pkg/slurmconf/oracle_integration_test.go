@@ -86,7 +86,8 @@ func (e *releaseEnv) command(ctx context.Context, name string, args ...string) *
 	return exec.CommandContext(ctx, "chroot", append([]string{e.root, name}, args...)...)
 }
 
-// run returns stdout, stderr and the exit error of one program.
+// run returns stdout, stderr and the exit status (an *exec.ExitError) of
+// one program; one that cannot run or hangs fails the test.
 func (e *releaseEnv) run(t *testing.T, timeout time.Duration, name string, args ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -97,6 +98,9 @@ func (e *releaseEnv) run(t *testing.T, timeout time.Duration, name string, args 
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v: no answer within %v", name, args, timeout)
+	}
+	if err != nil && !errors.As(err, new(*exec.ExitError)) {
+		t.Fatalf("%s %v: %v", name, args, err)
 	}
 	return out.String(), errOut.String(), err
 }
@@ -192,124 +196,100 @@ func checkGolden(t *testing.T, path, live string) {
 
 // oracleOutput is the oracle's stdout, or "error" when the library refused.
 func oracleOutput(stdout string, err error) string {
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if err != nil {
 		return "error\n"
 	}
 	return stdout
 }
 
-// TestOracle_SlurmConf runs every testdata slurm.conf through each release.
-func TestOracle_SlurmConf(t *testing.T) {
-	files := confFiles(t)
+// liveCase is one testdata file as the releases see it.
+type liveCase struct {
+	golden string            // the testdata file, X.conf: goldens are X.conf.oracle-R, X.conf.stock-R
+	oracle []string          // the oracle's arguments
+	conf   string            // the slurm.conf slurmd -G reads
+	node   string            // the NodeName slurmd -G runs as
+	paths  *strings.Replacer // live paths in slurmd's lines to their golden spelling
+	read   func() reading    // what slurmconf makes of it
+}
+
+// check runs the release's library and stock slurmd on one case and holds
+// the goldens and slurmconf against them.
+func (e *releaseEnv) check(t *testing.T, oracle string, c liveCase) {
+	t.Helper()
+	out, _, err := e.run(t, oracleRunTimeout, oracle, c.oracle...)
+	lib := oracleOutput(out, err)
+	checkGolden(t, c.golden+".oracle-"+Release(e.v), lib)
+
+	// The daemon's view: -G parses everything and exits (non-zero, as the
+	// cases name no node it can run as, or are broken).
+	_, logs, _ := e.run(t, stockRunTimeout, "/usr/sbin/slurmd", "-G", "-N", c.node, "-f", c.conf)
+	stock := stockLines(logs, c.paths)
+	checkGolden(t, c.golden+".stock-"+Release(e.v), stock)
+
+	r := c.read()
+	compareLibrary(t, c.golden, e.v, r, lib)
+	compareStock(t, c.golden, splitLines(stock), r.warnings, r.err)
+}
+
+// eachRelease runs body for every release at once, with its environment
+// and its oracle built.
+func eachRelease(t *testing.T, body func(t *testing.T, e *releaseEnv, oracle string)) {
 	for _, v := range Versions {
 		t.Run(Release(v), func(t *testing.T) {
 			t.Parallel()
 			e := newReleaseEnv(t, v)
-			oracle := e.buildOracle(t)
-			root := e.copyTestdata(t)
-			rel := strings.NewReplacer(filepath.Dir(root)+"/", "")
-			for _, f := range files {
-				t.Run(f, func(t *testing.T) {
-					abs := filepath.Join(filepath.Dir(root), f)
-					out, _, err := e.run(t, oracleRunTimeout, oracle, abs)
-					if err != nil && !errors.As(err, new(*exec.ExitError)) {
-						t.Fatalf("oracle: %v", err)
-					}
-					lib := oracleOutput(out, err)
-					checkGolden(t, f+".oracle-"+Release(v), lib)
-
-					// The daemon's view: -G parses everything and exits.
-					_, logs, err := e.run(t, stockRunTimeout, "/usr/sbin/slurmd", "-G", "-N", "tiee-oracle", "-f", abs)
-					if err != nil && !errors.As(err, new(*exec.ExitError)) {
-						t.Fatalf("slurmd: %v", err)
-					}
-					stock := stockLines(logs, rel)
-					checkGolden(t, f+".stock-"+Release(v), stock)
-
-					c, perr := Load(f, Options{Version: v})
-					switch {
-					case lib == "error\n" && perr == nil:
-						t.Errorf("Slurm %s's library rejects %s, Load accepts it", Release(v), f)
-					case lib != "error\n" && perr != nil:
-						t.Errorf("Slurm %s's library accepts %s, Load: %v", Release(v), f, perr)
-					case perr == nil && render(c, v) != lib:
-						t.Errorf("mismatch with the library\n--- got\n%s--- want\n%s", render(c, v), lib)
-					}
-					var warnings []Warning
-					if c != nil {
-						warnings = c.Warnings
-					}
-					compareStock(t, f, splitLines(stock), warnings, perr)
-				})
-			}
+			body(t, e, e.buildOracle(t))
 		})
 	}
+}
+
+// TestOracle_SlurmConf runs every testdata slurm.conf through each release.
+func TestOracle_SlurmConf(t *testing.T) {
+	files := confFiles(t)
+	eachRelease(t, func(t *testing.T, e *releaseEnv, oracle string) {
+		root := filepath.Dir(e.copyTestdata(t))
+		for _, f := range files {
+			t.Run(f, func(t *testing.T) {
+				abs := filepath.Join(root, f)
+				e.check(t, oracle, liveCase{
+					golden: f, oracle: []string{abs}, conf: abs, node: "tiee-oracle",
+					paths: strings.NewReplacer(root+"/", ""),
+					read:  func() reading { return readConf(f, e.v) },
+				})
+			})
+		}
+	})
 }
 
 // TestOracle_CgroupConf runs every testdata cgroup.conf through each
 // release, as the cgroup.conf beside a minimal slurm.conf.
 func TestOracle_CgroupConf(t *testing.T) {
+	const minimal = "ClusterName=cg\nSlurmctldHost=ctl\nProctrackType=proctrack/pgid\nTaskPlugin=task/none\nNodeName=cg1\n"
 	files := cgroupFiles(t)
-	for _, v := range Versions {
-		t.Run(Release(v), func(t *testing.T) {
-			t.Parallel()
-			e := newReleaseEnv(t, v)
-			oracle := e.buildOracle(t)
-			for i, f := range files {
-				t.Run(f, func(t *testing.T) {
-					dir := filepath.Join(e.tmp, fmt.Sprintf("cg%d", i))
-					if err := os.MkdirAll(dir, 0o755); err != nil {
-						t.Fatal(err)
-					}
-					conf := filepath.Join(dir, "slurm.conf")
-					cg := filepath.Join(dir, "cgroup.conf")
-					minimal := "ClusterName=cg\nSlurmctldHost=ctl\nProctrackType=proctrack/pgid\nTaskPlugin=task/none\nNodeName=cg1\n"
-					b, err := os.ReadFile(f)
-					if err == nil {
-						err = os.WriteFile(conf, []byte(minimal), 0o644)
-					}
-					if err == nil {
-						err = os.WriteFile(cg, b, 0o644)
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					out, _, err := e.run(t, oracleRunTimeout, oracle, "-c", conf)
-					if err != nil && !errors.As(err, new(*exec.ExitError)) {
-						t.Fatalf("oracle: %v", err)
-					}
-					lib := oracleOutput(out, err)
-					checkGolden(t, f+".oracle-"+Release(v), lib)
-
-					_, logs, err := e.run(t, stockRunTimeout, "/usr/sbin/slurmd", "-G", "-N", "cg1", "-f", conf)
-					if err != nil && !errors.As(err, new(*exec.ExitError)) {
-						t.Fatalf("slurmd: %v", err)
-					}
-					stock := stockLines(logs, strings.NewReplacer(cg, cgroupConfMark))
-					checkGolden(t, f+".stock-"+Release(v), stock)
-
-					c, perr := LoadCgroup(cg, Options{Version: v})
-					switch {
-					case lib == "error\n" && perr == nil:
-						t.Errorf("Slurm %s's library rejects %s, LoadCgroup accepts it", Release(v), f)
-					case lib != "error\n" && perr != nil:
-						t.Errorf("Slurm %s's library accepts %s, LoadCgroup: %v", Release(v), f, perr)
-					case perr == nil && renderCgroup(c, v) != lib:
-						t.Errorf("mismatch with the library\n--- got\n%s--- want\n%s", renderCgroup(c, v), lib)
-					}
-					var pe *ParseError
-					if errors.As(perr, &pe) {
-						pe.Msg = strings.ReplaceAll(pe.Msg, cg, cgroupConfMark)
-						pe.Fatal = strings.ReplaceAll(pe.Fatal, cg, cgroupConfMark)
-					}
-					var warnings []Warning
-					if c != nil {
-						warnings = c.Warnings
-					}
-					compareStock(t, f, splitLines(stock), warnings, perr)
+	eachRelease(t, func(t *testing.T, e *releaseEnv, oracle string) {
+		for i, f := range files {
+			t.Run(f, func(t *testing.T) {
+				dir := filepath.Join(e.tmp, fmt.Sprintf("cg%d", i))
+				conf, cg := filepath.Join(dir, "slurm.conf"), filepath.Join(dir, "cgroup.conf")
+				b, err := os.ReadFile(f)
+				if err == nil {
+					err = os.MkdirAll(dir, 0o755)
+				}
+				if err == nil {
+					err = os.WriteFile(conf, []byte(minimal), 0o644)
+				}
+				if err == nil {
+					err = os.WriteFile(cg, b, 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.check(t, oracle, liveCase{
+					golden: f, oracle: []string{"-c", conf}, conf: conf, node: "cg1",
+					paths: strings.NewReplacer(cg, cgroupConfMark),
+					read:  func() reading { return readCgroup(cg, e.v) },
 				})
-			}
-		})
-	}
+			})
+		}
+	})
 }

@@ -25,23 +25,18 @@ import (
 // cgroupConfMark stands for the cgroup.conf path in golden stock lines.
 const cgroupConfMark = "@CGROUP_CONF@"
 
-func confFiles(t *testing.T) []string {
+func globFiles(t *testing.T, pattern string, least int) []string {
 	t.Helper()
-	files, err := filepath.Glob("testdata/*/*.conf")
-	if err != nil || len(files) < 40 {
-		t.Fatalf("testdata: %v, %d files", err, len(files))
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) < least {
+		t.Fatalf("%s: %v, %d files", pattern, err, len(files))
 	}
 	return files
 }
 
-func cgroupFiles(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob("testdata/cgroup/*/*.conf")
-	if err != nil || len(files) < 10 {
-		t.Fatalf("testdata/cgroup: %v, %d files", err, len(files))
-	}
-	return files
-}
+func confFiles(t *testing.T) []string { return globFiles(t, "testdata/*/*.conf", 40) }
+
+func cgroupFiles(t *testing.T) []string { return globFiles(t, "testdata/cgroup/*/*.conf", 10) }
 
 func golden(t *testing.T, path string) string {
 	t.Helper()
@@ -200,62 +195,74 @@ func renderCgroup(c *CgroupConf, v uint16) string {
 	return b.String()
 }
 
-// TestLoad_MatchesSlurmLibrary compares every testdata config, read as each
-// release, with what that release's libslurm made of it.
-func TestLoad_MatchesSlurmLibrary(t *testing.T) {
-	for _, f := range confFiles(t) {
+// reading is what slurmconf makes of one file as one release: the
+// oracle's rendering of it (accepted files), its warnings, its error.
+type reading struct {
+	lib      string
+	warnings []Warning
+	err      error
+}
+
+func readConf(path string, v uint16) reading {
+	c, err := Load(path, Options{Version: v})
+	if err != nil {
+		return reading{err: err}
+	}
+	return reading{lib: render(c, v), warnings: c.Warnings}
+}
+
+// readCgroup reads a cgroup.conf; messages name it @CGROUP_CONF@, as the
+// golden stock lines do.
+func readCgroup(path string, v uint16) reading {
+	c, err := LoadCgroup(path, Options{Version: v})
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			pe.Msg = strings.ReplaceAll(pe.Msg, path, cgroupConfMark)
+			pe.Fatal = strings.ReplaceAll(pe.Fatal, path, cgroupConfMark)
+		}
+		return reading{err: err}
+	}
+	if !c.Exists {
+		return reading{err: fmt.Errorf("%s: Exists = false", path)}
+	}
+	return reading{lib: renderCgroup(c, v), warnings: c.Warnings}
+}
+
+// compareLibrary checks a reading against the library's output (lib:
+// "error\n" when it refused the file).
+func compareLibrary(t *testing.T, file string, v uint16, r reading, lib string) {
+	t.Helper()
+	var pe *ParseError
+	switch {
+	case lib == "error\n" && r.err == nil:
+		t.Errorf("Slurm %s's library rejects %s, slurmconf accepts it", Release(v), file)
+	case lib == "error\n" && !errors.As(r.err, &pe):
+		t.Errorf("error %v is not a *ParseError", r.err)
+	case lib != "error\n" && r.err != nil:
+		t.Errorf("Slurm %s's library accepts %s, slurmconf: %v", Release(v), file, r.err)
+	case lib != "error\n" && r.lib != lib:
+		t.Errorf("mismatch with Slurm %s's library\n--- got\n%s--- want\n%s", Release(v), r.lib, lib)
+	}
+}
+
+// compareGoldens holds every file, read as each release, against what
+// that release's library and stock slurmd said of it.
+func compareGoldens(t *testing.T, files []string, read func(string, uint16) reading) {
+	for _, f := range files {
 		for _, v := range Versions {
 			t.Run(f+"/"+Release(v), func(t *testing.T) {
-				want := golden(t, f+".oracle-"+Release(v))
-				c, err := Load(f, Options{Version: v})
-				if want == "error\n" {
-					if err == nil {
-						t.Fatalf("Slurm %s rejects %s, Load accepted it", Release(v), f)
-					}
-					var pe *ParseError
-					if !errors.As(err, &pe) {
-						t.Fatalf("error %v is not a *ParseError", err)
-					}
-					return
-				}
-				if err != nil {
-					t.Fatalf("Slurm %s accepts %s, Load: %v", Release(v), f, err)
-				}
-				if got := render(c, v); got != want {
-					t.Errorf("mismatch with Slurm %s's library\n--- got\n%s--- want\n%s", Release(v), got, want)
-				}
+				r := read(f, v)
+				compareLibrary(t, f, v, r, golden(t, f+".oracle-"+Release(v)))
+				compareStock(t, f, splitLines(golden(t, f+".stock-"+Release(v))), r.warnings, r.err)
 			})
 		}
 	}
 }
 
-// TestLoadCgroup_MatchesSlurmLibrary does the same for cgroup.conf.
-func TestLoadCgroup_MatchesSlurmLibrary(t *testing.T) {
-	for _, f := range cgroupFiles(t) {
-		for _, v := range Versions {
-			t.Run(f+"/"+Release(v), func(t *testing.T) {
-				want := golden(t, f+".oracle-"+Release(v))
-				c, err := LoadCgroup(f, Options{Version: v})
-				if want == "error\n" {
-					var pe *ParseError
-					if !errors.As(err, &pe) {
-						t.Fatalf("Slurm %s rejects %s; LoadCgroup: %v, want a *ParseError", Release(v), f, err)
-					}
-					return
-				}
-				if err != nil {
-					t.Fatalf("Slurm %s accepts %s, LoadCgroup: %v", Release(v), f, err)
-				}
-				if !c.Exists {
-					t.Errorf("Exists = false for %s", f)
-				}
-				if got := renderCgroup(c, v); got != want {
-					t.Errorf("mismatch with Slurm %s's library\n--- got\n%s--- want\n%s", Release(v), got, want)
-				}
-			})
-		}
-	}
-}
+func TestLoad_MatchesReleases(t *testing.T) { compareGoldens(t, confFiles(t), readConf) }
+
+func TestLoadCgroup_MatchesReleases(t *testing.T) { compareGoldens(t, cgroupFiles(t), readCgroup) }
 
 // hostlistErrors are files whose first stock line comes from Slurm's
 // hostlist parser, whose messages slurmconf does not copy; the fatal line
@@ -306,58 +313,12 @@ func compareStock(t *testing.T, file string, stock []string, warnings []Warning,
 	}
 }
 
-func stockGolden(t *testing.T, path string) []string {
-	t.Helper()
-	return splitLines(golden(t, path))
-}
-
 func splitLines(s string) []string {
 	s = strings.TrimRight(s, "\n")
 	if s == "" {
 		return nil
 	}
 	return strings.Split(s, "\n")
-}
-
-// TestLoad_MatchesStockSlurmd: every file, read as each release, gives
-// the verdict and the log lines of that release's slurmd.
-func TestLoad_MatchesStockSlurmd(t *testing.T) {
-	for _, f := range confFiles(t) {
-		for _, v := range Versions {
-			t.Run(f+"/"+Release(v), func(t *testing.T) {
-				stock := stockGolden(t, f+".stock-"+Release(v))
-				c, err := Load(f, Options{Version: v})
-				var warnings []Warning
-				if c != nil {
-					warnings = c.Warnings
-				}
-				compareStock(t, f, stock, warnings, err)
-			})
-		}
-	}
-}
-
-// TestLoadCgroup_MatchesStockSlurmd does the same for cgroup.conf; the
-// golden lines name the file @CGROUP_CONF@.
-func TestLoadCgroup_MatchesStockSlurmd(t *testing.T) {
-	for _, f := range cgroupFiles(t) {
-		for _, v := range Versions {
-			t.Run(f+"/"+Release(v), func(t *testing.T) {
-				stock := stockGolden(t, f+".stock-"+Release(v))
-				c, err := LoadCgroup(f, Options{Version: v})
-				var pe *ParseError
-				if errors.As(err, &pe) {
-					pe.Msg = strings.ReplaceAll(pe.Msg, f, cgroupConfMark)
-					pe.Fatal = strings.ReplaceAll(pe.Fatal, f, cgroupConfMark)
-				}
-				var warnings []Warning
-				if c != nil {
-					warnings = c.Warnings
-				}
-				compareStock(t, f, stock, warnings, err)
-			})
-		}
-	}
 }
 
 // TestLoad_LenientAcceptsWhatAnyReleaseAccepts: the lenient read takes

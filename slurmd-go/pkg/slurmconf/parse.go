@@ -35,18 +35,28 @@ func Load(path string, opts ...Options) (*Config, error) {
 // filename names it in errors and anchors relative Include paths and
 // PlugStackConfig, as the file slurmd was given.
 func Parse(r io.Reader, filename string, opts ...Options) (*Config, error) {
-	rel, err := newRelease(opts)
+	rel, data, err := readText(r, filename, opts)
 	if err != nil {
 		return nil, err
 	}
+	return parseData(data, filename, rel)
+}
+
+// readText is Parse's and ParseCgroup's start: the release, then the text
+// (bounded).
+func readText(r io.Reader, filename string, opts []Options) (release, []byte, error) {
+	rel, err := newRelease(opts)
+	if err != nil {
+		return release{}, nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("slurmconf: read %s: %w", filename, err)
+		return release{}, nil, fmt.Errorf("slurmconf: read %s: %w", filename, err)
 	}
 	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("slurmconf: %s: %w: file larger than %d bytes", filename, ErrSyntax, maxFileSize)
+		return release{}, nil, fmt.Errorf("slurmconf: %s: %w: file larger than %d bytes", filename, ErrSyntax, maxFileSize)
 	}
-	return parseData(data, filename, rel)
+	return rel, data, nil
 }
 
 func readFile(path string) ([]byte, error) {

@@ -459,55 +459,51 @@ func TestHashLine_SignExtends(t *testing.T) {
 	}
 }
 
-// FuzzParse reads any text as every release and leniently: no crash, and
-// every error is a *ParseError.
-func FuzzParse(f *testing.F) {
-	for _, s := range []string{head, head + "NodeName=n[1-3] CPUs=2 Port=1-3 NodeAddr=a\n", "Include x\n", "a=\"b c\" d\n", "NodeName=n1 \\\n CPUs=1\n", "#\\\\\n"} {
-		f.Add(s)
-	}
-	files, _ := filepath.Glob("testdata/*/*.conf")
-	for _, p := range files {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(string(b))
-		}
-	}
+// fuzzEveryRelease reads any text as every release and leniently: no
+// crash, and every error is a *ParseError.
+func fuzzEveryRelease(f *testing.F, name string, read func(s, path string, v uint16) error) {
 	f.Fuzz(func(t *testing.T, s string) {
-		dir := t.TempDir()
+		path := filepath.Join(t.TempDir(), name)
 		for _, v := range append([]uint16{Lenient}, Versions...) {
-			c, err := Parse(strings.NewReader(s), filepath.Join(dir, "f.conf"), Options{Version: v})
-			if err == nil {
-				_ = render(c, v)
-				continue
-			}
 			var pe *ParseError
-			if !errors.As(err, &pe) {
+			if err := read(s, path, v); err != nil && !errors.As(err, &pe) {
 				t.Fatalf("%s: error %v is not a *ParseError", Release(v), err)
 			}
 		}
 	})
 }
 
-// FuzzParseCgroup does the same for cgroup.conf.
-func FuzzParseCgroup(f *testing.F) {
-	files, _ := filepath.Glob("testdata/cgroup/*/*.conf")
+func addFiles(f *testing.F, glob string) {
+	files, _ := filepath.Glob(glob)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(string(b))
 		}
 	}
-	f.Add("AllowedRAMSpace=0x1p3\nMaxSwapPercent=inf\nMinRAMSpace=1k\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		dir := t.TempDir()
-		for _, v := range append([]uint16{Lenient}, Versions...) {
-			c, err := ParseCgroup(strings.NewReader(s), filepath.Join(dir, "cgroup.conf"), Options{Version: v})
-			if err == nil {
-				_ = renderCgroup(c, v)
-				continue
-			}
-			var pe *ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("%s: error %v is not a *ParseError", Release(v), err)
-			}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{head, head + "NodeName=n[1-3] CPUs=2 Port=1-3 NodeAddr=a\n", "Include x\n", "a=\"b c\" d\n", "NodeName=n1 \\\n CPUs=1\n", "#\\\\\n"} {
+		f.Add(s)
+	}
+	addFiles(f, "testdata/*/*.conf")
+	fuzzEveryRelease(f, "f.conf", func(s, path string, v uint16) error {
+		c, err := Parse(strings.NewReader(s), path, Options{Version: v})
+		if err == nil {
+			_ = render(c, v)
 		}
+		return err
+	})
+}
+
+func FuzzParseCgroup(f *testing.F) {
+	addFiles(f, "testdata/cgroup/*/*.conf")
+	f.Add("AllowedRAMSpace=0x1p3\nMaxSwapPercent=inf\nMinRAMSpace=1k\n")
+	fuzzEveryRelease(f, "cgroup.conf", func(s, path string, v uint16) error {
+		c, err := ParseCgroup(strings.NewReader(s), path, Options{Version: v})
+		if err == nil {
+			_ = renderCgroup(c, v)
+		}
+		return err
 	})
 }
