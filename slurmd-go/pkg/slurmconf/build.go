@@ -481,6 +481,9 @@ func (b *builder) scalars() error {
 	if r.atLeast(V2411) {
 		c.SelectType = b.str("SelectType", DefaultSelectType2411)
 	}
+	if v, ok := b.p.top["suspendtime"]; ok && r.check(V2411, 0) && !suspendTimeOK(v) {
+		return b.invalid("suspendtime", "Bad value \"%s\" for SuspendTime", v)
+	}
 	if err := b.maxNodeCount(); err != nil {
 		return err
 	}

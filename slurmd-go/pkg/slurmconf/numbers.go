@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 )
 
 // Slurm's "unlimited" markers for each integer width.
@@ -151,6 +153,17 @@ func parseFloat(key, value string) (float32, error) {
 		return 0, fmt.Errorf("%s value (%s) is out of range", key, value)
 	}
 	return 0, fmt.Errorf("%s value (%s) is not a valid number", key, value)
+}
+
+// suspendTimeOK is _parse_suspend_time (24.11): NONE, INFINITE, -1, or
+// what strtoul(s, NULL, 10) reads as at most UINT32_MAX ("abc" is 0, a
+// negative number wraps past it).
+func suspendTimeOK(s string) bool {
+	if strings.EqualFold(s, "NONE") || strings.EqualFold(s, "INFINITE") || s == "-1" {
+		return true
+	}
+	v, _ := cparse.Strtoul(s)
+	return v <= math.MaxUint32
 }
 
 // checkValue type-checks a value as the C parser does before storing it.

@@ -351,10 +351,14 @@ func (p *parser) parseSection(key, value, rest string, at pos) (string, error) {
 		if !known {
 			return "", perr(at.file, at.line, ErrUnknownKey, "Parsing error at unrecognized key: %s", kv.key)
 		}
+		lk := strings.ToLower(name)
+		if _, dup := keys[lk]; dup {
+			p.warn(at, "error", "%s 1 specified more than once, latest value used", name)
+		}
 		if err := checkValue(name, k, kv.value); err != nil {
 			return "", perr(at.file, at.line, ErrValue, "%v", err)
 		}
-		keys[strings.ToLower(name)] = kv.value
+		keys[lk] = kv.value
 		rest = kv.rest
 	}
 	s := section{pos: at, name: value, keys: keys}
@@ -371,6 +375,9 @@ func (p *parser) parseSection(key, value, rest string, at pos) (string, error) {
 			return rest, nil
 		}
 		s.dflt = p.nodeDefault
+		if v, ok := s.get("suspendtime"); ok && p.rel.check(V2605, 0) && !suspendTimeOK(v) {
+			return "", perr(at.file, at.line, ErrInvalid, "NodeNames=%s SuspendTime=%s is invalid", value, v)
+		}
 		// _parse_nodename derives the topology, and complains, right away.
 		buildTemplate(&s, func(f string, a ...any) { p.warn(at, "error", f, a...) })
 		p.nodes = append(p.nodes, s)
