@@ -452,7 +452,8 @@ var nodeSetKeys = table(
 )
 
 // frontendKeys: 22.05 and 24.11 know FrontendName lines, but Debian builds
-// without front-end support and every FrontendName line is fatal there.
+// without front-end support and every FrontendName line is fatal there;
+// only a lenient read parses them.
 var frontendKeys = table(
 	key("AllowGroups", kString),
 	key("AllowUsers", kString),
