@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,8 +18,12 @@ import (
 // command line applied and this node picked out. Immutable once built;
 // reconfigure builds a new one.
 type Config struct {
-	Flags    Flags
-	Conf     *slurmconf.Config
+	Flags Flags
+	Conf  *slurmconf.Config
+	// Cgroup is the cgroup.conf beside slurm.conf, read as the same
+	// release (defaults when there is none); nil for a Config built by
+	// Resolve alone.
+	Cgroup   *slurmconf.CgroupConf
 	NodeName string
 	// Node is this node's NodeName line; for a dynamic node (-Z) it is
 	// built from --conf and the hardware.
@@ -44,13 +47,23 @@ type Config struct {
 // ErrNoNodeName is returned when neither -N nor the host name names a node.
 var ErrNoNodeName = errors.New("config: cannot determine this node's NodeName")
 
-// Load reads slurm.conf and resolves it for this node.
+// Load reads slurm.conf and the cgroup.conf beside it as Slurm 22.05's
+// slurmd does, and resolves them for this node.
 func Load(f Flags) (*Config, error) {
 	conf, err := slurmconf.Load(f.ConfFile)
 	if err != nil {
 		return nil, err
 	}
-	return Resolve(f, conf)
+	cg, err := slurmconf.LoadCgroup(slurmconf.CgroupConfPath(conf.File), slurmconf.Options{Version: conf.Version})
+	if err != nil {
+		return nil, err
+	}
+	c, err := Resolve(f, conf)
+	if err != nil {
+		return nil, err
+	}
+	c.Cgroup = cg
+	return c, nil
 }
 
 // Resolve applies the command line to a parsed slurm.conf.
@@ -184,21 +197,7 @@ func (c *Config) MessageTimeout() time.Duration {
 
 // ConstrainRAMSpace reports cgroup.conf's ConstrainRAMSpace=yes: with
 // TaskPlugin=task/cgroup, slurmd then caps a job's memory at what its
-// credential allows. cgroup.conf sits beside slurm.conf; its absence means
-// the 22.05 default (no).
+// credential allows. No cgroup.conf means the default (no).
 func (c *Config) ConstrainRAMSpace() bool {
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(c.Conf.File), "cgroup.conf"))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), "ConstrainRAMSpace") {
-			return strings.EqualFold(strings.TrimSpace(v), "yes")
-		}
-	}
-	return false
+	return c.Cgroup != nil && c.Cgroup.ConstrainRAMSpace
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 )
 
 const testConf = `ClusterName=t
@@ -93,5 +95,36 @@ func TestLoad_Errors(t *testing.T) {
 	_, err := Load(Flags{ConfFile: bad, NodeName: "n1"})
 	if err == nil || !strings.Contains(err.Error(), bad+":3") {
 		t.Fatalf("broken line not reported with file and line: %v", err)
+	}
+}
+
+// TestLoad_CgroupConf: cgroup.conf beside slurm.conf is read with it, as
+// slurmd does; a broken one stops the daemon with slurmd's words.
+func TestLoad_CgroupConf(t *testing.T) {
+	p := writeConf(t, testConf)
+	cfg, err := Load(Flags{ConfFile: p, NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cgroup == nil || cfg.Cgroup.Exists || cfg.ConstrainRAMSpace() {
+		t.Fatalf("no cgroup.conf: %+v, ConstrainRAMSpace %v", cfg.Cgroup, cfg.ConstrainRAMSpace())
+	}
+	cg := filepath.Join(filepath.Dir(p), "cgroup.conf")
+	if err := os.WriteFile(cg, []byte("CgroupPlugin=autodetect\nConstrainRAMSpace=yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = Load(Flags{ConfFile: p, NodeName: "n1"}); err != nil || !cfg.ConstrainRAMSpace() {
+		t.Fatalf("ConstrainRAMSpace=yes: %v, %v", cfg, err)
+	}
+	if err := os.WriteFile(cg, []byte("ConstrainRAMSpace=yes\nConstrainRAMSpace=perhaps\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(Flags{ConfFile: p, NodeName: "n1"})
+	var pe *slurmconf.ParseError
+	if !errors.As(err, &pe) || pe.File != cg || pe.Line != 2 {
+		t.Fatalf("bad cgroup.conf: %v", err)
+	}
+	if want := `error: "perhaps" is not a valid option for "ConstrainRAMSpace"`; pe.Lines()[0] != want {
+		t.Errorf("first line %q, want %q", pe.Lines()[0], want)
 	}
 }

@@ -112,8 +112,11 @@ func Main(ctx context.Context, f config.Flags) int {
 	}
 	cfg, err := config.Load(f)
 	if err != nil && !f.PrintConfig {
-		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		printConfError(os.Stderr, err)
 		return 1
+	}
+	if err == nil && !f.PrintConfig { // stock slurmd -C reads no slurm.conf
+		printConfWarnings(os.Stderr, cfg)
 	}
 	if f.PrintConfig {
 		return printConfig(cfg)
@@ -404,6 +407,7 @@ func (d *Daemon) reload() {
 		d.log.Error("reconfigure failed, keeping the running configuration", "error", err)
 		return
 	}
+	logConfWarnings(d.log, cfg)
 	if cfg.Port != old.Port {
 		d.log.Warn("the port changed in slurm.conf; restart the daemon to move to it", "old", old.Port, "new", cfg.Port)
 	}

@@ -5,9 +5,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 )
 
 // hostnameFunc is os.Hostname; tests replace it.
@@ -29,11 +32,15 @@ var lookupUID = func(name string) (uint32, error) {
 	return uint32(n), nil
 }
 
+// maxSlurmNodes is MAX_SLURM_NODES (slurm.h, 24.11).
+const maxSlurmNodes = 65536
+
 // build is _validate_and_set_defaults for the keys a slurmd uses, followed
-// by the node, partition and controller tables.
+// by the node, partition and controller tables, as the parser's release
+// does them.
 func (p *parser) build(file string) (*Config, error) {
-	c := &Config{File: file, Includes: p.includes, Hash: p.hash, Raw: p.top}
-	b := &builder{p: p, c: c, file: file}
+	c := &Config{File: file, Includes: p.includes, Version: p.rel.v, Hash: p.hash, Raw: p.top}
+	b := &builder{p: p, r: p.rel, c: c, file: file}
 
 	cn, ok := p.top["clustername"]
 	if !ok || cn == "" {
@@ -41,7 +48,15 @@ func (p *parser) build(file string) (*Config, error) {
 	}
 	c.ClusterName = strings.ToLower(cn)
 
+	if b.r.check(V2411, 0) {
+		if err := b.nodeSetsVsNodes(); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.ctldHosts(); err != nil {
+		return nil, err
+	}
+	if err := b.removedOptions(); err != nil {
 		return nil, err
 	}
 	if err := b.ports(); err != nil {
@@ -57,26 +72,47 @@ func (p *parser) build(file string) (*Config, error) {
 		return nil, err
 	}
 	b.partitions()
+	c.Warnings = p.warnings
 	return c, nil
 }
 
 type builder struct {
 	p    *parser
+	r    release
 	c    *Config
 	file string
 }
 
-// invalid makes an ErrInvalid error located at key's line when it has one.
-func (b *builder) invalid(key, format string, args ...any) error {
+// at is where key was set, or the file when it was not.
+func (b *builder) at(key string) pos {
 	at := b.p.topLine[key]
 	if at.file == "" {
 		at.file = b.file
 	}
+	return at
+}
+
+// invalid is an error-level ErrInvalid at key's line (slurmd then logs
+// "Unable to process configuration file").
+func (b *builder) invalid(key, format string, args ...any) error {
+	at := b.at(key)
 	return perr(at.file, at.line, ErrInvalid, format, args...)
 }
 
-func (b *builder) warn(format string, args ...any) {
-	b.c.Warnings = append(b.c.Warnings, fmt.Sprintf(format, args...))
+// fatal is an ErrInvalid slurmd logs with fatal() at key's line.
+func (b *builder) fatal(key, format string, args ...any) error {
+	at := b.at(key)
+	return pfatal(at.file, at.line, ErrInvalid, format, args...)
+}
+
+// warn records an error-level message about key that slurmd survives.
+func (b *builder) warn(key, format string, args ...any) {
+	b.p.warn(b.at(key), "error", format, args...)
+}
+
+func (b *builder) has(key string) bool {
+	_, ok := b.p.top[strings.ToLower(key)]
+	return ok
 }
 
 func (b *builder) str(key, def string) string {
@@ -114,6 +150,44 @@ func (b *builder) boolean(key string) bool {
 	return t
 }
 
+// plugin is a plugin-type key: 22.05 fills in its "*/none" default; from
+// 24.11 an unset key or any value containing "none" means no plugin ("").
+func (b *builder) plugin(key, def2205 string) string {
+	v, ok := b.p.top[strings.ToLower(key)]
+	if !b.r.atLeast(V2411) {
+		if !ok {
+			return def2205
+		}
+		return v
+	}
+	if containsFold(v, "none") {
+		return ""
+	}
+	return v
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// nodeSetsVsNodes is 24.11's _validate_conf_nodeset_vs_nodenames.
+func (b *builder) nodeSetsVsNodes() error {
+	for _, set := range b.p.sets {
+		for _, n := range b.p.nodes {
+			names, err := hostlist.Expand(n.name)
+			if err != nil {
+				continue
+			}
+			for _, name := range names {
+				if name == set.name {
+					return perr(set.file, set.line, ErrInvalid, "NodeSet with name %s overlaps with an existing NodeName", set.name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // ctldHosts is _load_slurmctld_host.
 func (b *builder) ctldHosts() error {
 	var hosts []CtldHost
@@ -126,8 +200,8 @@ func (b *builder) ctldHosts() error {
 			hosts = append(hosts, h)
 		}
 		for _, k := range []string{"ControlMachine", "ControlAddr", "BackupController", "BackupAddr"} {
-			if _, ok := b.p.top[strings.ToLower(k)]; ok {
-				b.warn("Ignoring %s since SlurmctldHost is set.", k)
+			if b.has(k) {
+				b.warn(strings.ToLower(k), "Ignoring %s since SlurmctldHost is set.", k)
 			}
 		}
 	} else {
@@ -176,7 +250,7 @@ func parseCtldHost(v string) (CtldHost, error) {
 	if (open >= 0) != (close >= 0) ||
 		(close >= 0 && close != len(v)-1) ||
 		(close >= 0 && close != strings.LastIndexByte(v, ')')) {
-		return CtldHost{}, fmt.Errorf("Bad value %q for SlurmctldHost", v)
+		return CtldHost{}, fmt.Errorf("Bad value \"%s\" for SlurmctldHost", v)
 	}
 	if open < 0 {
 		return CtldHost{Name: v, Addr: v}, nil
@@ -186,6 +260,34 @@ func parseCtldHost(v string) (CtldHost, error) {
 		addr = addr[:k]
 	}
 	return CtldHost{Name: v[:open], Addr: addr}, nil
+}
+
+// removedOptions are the keys still in a release's table that its
+// _validate_and_set_defaults refuses outright, and the other plain fatal
+// combinations of options.
+func (b *builder) removedOptions() error {
+	if b.has("AccountingStorageLoc") && b.r.check(V2205, V2605) {
+		return b.fatal("accountingstorageloc", "The AccountingStorageLoc option has been removed. It is safe to remove from your configuration.")
+	}
+	if b.has("AccountingStoreJobComment") {
+		return b.fatal("accountingstorejobcomment", "The AccountingStoreJobComment option has been removed, please use AccountingStoreFlags=job_comment option instead.")
+	}
+	if b.has("SallocDefaultCommand") {
+		return b.fatal("sallocdefaultcommand", "SallocDefaultCommand has been removed. Please consider setting LaunchParameters=use_interactive_step instead.")
+	}
+	if b.has("FirstJobId") && b.num("FirstJobId", 32, 1) == 0 {
+		return b.fatal("firstjobid", "FirstJobId cannot be zero")
+	}
+	if lp := b.str("LaunchParameters", ""); containsFold(lp, "enable_nss_slurm") && containsFold(lp, "disable_send_gids") {
+		return b.fatal("launchparameters", "LaunchParameters options enable_nss_slurm and disable_send_gids are mutually exclusive.")
+	}
+	if jp := b.str("JobAcctGatherParams", ""); containsFold(jp, "UsePSS") && containsFold(jp, "NoShared") {
+		return b.fatal("jobacctgatherparams", "JobAcctGatherParams options UsePSS and NoShared are mutually exclusive.")
+	}
+	if st := b.str("AccountingStorageType", ""); !containsFold(st, "none") && containsFold(st, "mysql") {
+		return b.fatal("accountingstoragetype", "AccountingStorageType=accounting_storage/mysql only permitted in SlurmDBD.")
+	}
+	return nil
 }
 
 // ports handles SlurmctldPort ("6817" or "6817-6818") and SlurmdPort.
@@ -245,7 +347,7 @@ func strtol10(s string) (int64, string, bool) {
 	return n, s[i:], true
 }
 
-// users resolves SlurmUser and SlurmdUser; like slurmctld, an unknown user
+// users resolves SlurmUser and SlurmdUser; like slurmd, an unknown user
 // is an error.
 func (b *builder) users() error {
 	c := b.c
@@ -261,7 +363,7 @@ func (b *builder) users() error {
 		}
 		id, err := lookupUID(v)
 		if err != nil {
-			return b.invalid(strings.ToLower(u.key), "Invalid user for %s %s", u.key, v)
+			return b.invalid(strings.ToLower(u.key), "Invalid user for %s %s, ignored", u.key, v)
 		}
 		*u.name, *u.id = v, id
 	}
@@ -269,7 +371,7 @@ func (b *builder) users() error {
 }
 
 func (b *builder) scalars() error {
-	c := b.c
+	c, r := b.c, b.r
 	c.SlurmctldAddr = b.str("SlurmctldAddr", "")
 	c.SlurmctldTimeout = b.secs("SlurmctldTimeout", 120*time.Second)
 	c.SlurmdSpoolDir = b.str("SlurmdSpoolDir", DefaultSpoolDir)
@@ -284,25 +386,34 @@ func (b *builder) scalars() error {
 		c.SlurmdDebug = lvl
 	}
 	c.SlurmdParameters = b.str("SlurmdParameters", "")
-	c.ConfigOverrides = strings.Contains(strings.ToLower(c.SlurmdParameters), "config_override")
+	c.ConfigOverrides = containsFold(c.SlurmdParameters, "config_override")
 
 	c.SlurmdTimeout = b.secs("SlurmdTimeout", DefaultSlurmdTimeout)
 	c.MessageTimeout = b.secs("MessageTimeout", DefaultMessageTimeout)
+	if c.MessageTimeout > 100*time.Second {
+		b.warn("messagetimeout", "MessageTimeout is too high for effective fault-tolerance")
+	}
 	c.BatchStartTimeout = b.secs("BatchStartTimeout", DefaultBatchStartTimeout)
 	c.TCPTimeout = b.secs("TCPTimeout", DefaultTCPTimeout)
 	c.KillWait = b.secs("KillWait", DefaultKillWait)
-	c.UnkillableStepTimeout = b.secs("UnkillableStepTimeout", DefaultUnkillableTimeout)
+	b.unkillable()
 	c.UnkillableStepProgram = b.str("UnkillableStepProgram", "")
-	c.PrologEpilogTimeout = uint16(b.num("PrologEpilogTimeout", 16, DefaultPrologEpilogTimeout))
-	c.TreeWidth = uint16(b.num("TreeWidth", 16, DefaultTreeWidth))
-	if c.TreeWidth == 0 {
-		b.warn("TreeWidth=0 is invalid")
-		c.TreeWidth = DefaultTreeWidth
+	b.scriptTimeouts()
+	c.TreeWidth = DefaultTreeWidth
+	if r.atLeast(V2411) {
+		c.TreeWidth = DefaultTreeWidth2411
+	}
+	if b.has("TreeWidth") {
+		if w := uint16(b.num("TreeWidth", 16, 0)); w != 0 {
+			c.TreeWidth = w
+		} else {
+			b.warn("treewidth", "TreeWidth=0 is invalid")
+		}
 	}
 
 	c.AuthType = b.str("AuthType", DefaultAuthType)
 	c.AuthAltTypes = b.str("AuthAltTypes", "")
-	c.AuthInfo = parseAuthInfo(b.str("AuthInfo", ""), b.warn)
+	c.AuthInfo = parseAuthInfo(b.str("AuthInfo", ""), func(f string, a ...any) { b.warn("authinfo", f, a...) })
 	c.CredType = b.str("CredType", "")
 	if c.CredType == "" {
 		if v, ok := b.p.top["cryptotype"]; ok {
@@ -310,6 +421,11 @@ func (b *builder) scalars() error {
 		} else {
 			c.CredType = DefaultCredType
 		}
+	}
+	if r.atLeast(V2411) {
+		c.HashPlugin = b.str("HashPlugin", DefaultHashPlugin)
+		c.TLSType = b.str("TLSType", DefaultTLSType)
+		c.CertmgrType = b.str("CertmgrType", "")
 	}
 	comm := b.str("CommunicationParameters", "")
 	// TopologyParam's legacy NoInAddrAny/NoCtldInAddrAny move to
@@ -326,13 +442,12 @@ func (b *builder) scalars() error {
 	}
 	c.CommunicationParameters = CommParams{Raw: comm}
 	if c.CommunicationParameters.DisableIPv4() && !c.CommunicationParameters.EnableIPv6() {
-		return b.invalid("communicationparameters", "Both IPv4 and IPv6 support disabled, cannot communicate")
+		return b.fatal("communicationparameters", "Both IPv4 and IPv6 support disabled, cannot communicate")
 	}
 	c.JobCredentialPrivateKey = b.str("JobCredentialPrivateKey", "")
 	c.JobCredentialPublicCertificate = b.str("JobCredentialPublicCertificate", "")
 
-	c.Prolog = b.str("Prolog", "")
-	c.Epilog = b.str("Epilog", "")
+	b.scripts()
 	c.TaskProlog = b.str("TaskProlog", "")
 	c.TaskEpilog = b.str("TaskEpilog", "")
 	c.HealthCheckProgram = b.str("HealthCheckProgram", "")
@@ -342,21 +457,44 @@ func (b *builder) scalars() error {
 
 	c.TmpFS = b.str("TmpFS", DefaultTmpFS)
 	c.ProctrackType = b.str("ProctrackType", DefaultProctrackType)
-	c.TaskPlugin = b.str("TaskPlugin", DefaultTaskPlugin)
+	c.TaskPlugin = b.plugin("TaskPlugin", DefaultTaskPlugin)
+	if r.atLeast(V2411) {
+		c.TaskPlugin = sortTaskPlugins(c.TaskPlugin)
+	}
 	c.TaskPluginParam = b.str("TaskPluginParam", "")
-	c.JobAcctGatherType = b.str("JobAcctGatherType", DefaultJobAcctGatherType)
+	c.JobAcctGatherType = b.plugin("JobAcctGatherType", DefaultJobAcctGatherType)
 	c.JobAcctGatherFrequency = b.str("JobAcctGatherFrequency", DefaultJobAcctGatherFreq)
 	c.JobAcctGatherParams = b.str("JobAcctGatherParams", "")
-	c.JobContainerType = b.str("JobContainerType", DefaultJobContainerType)
+	if r.atLeast(V2605) {
+		ns := b.str("NamespaceType", "")
+		if !b.has("NamespaceType") {
+			ns = b.str("JobContainerType", "")
+		}
+		if containsFold(ns, "none") {
+			ns = ""
+		}
+		c.NamespaceType = ns
+	} else {
+		c.JobContainerType = b.plugin("JobContainerType", DefaultJobContainerType)
+	}
 	c.SelectType = b.str("SelectType", DefaultSelectType)
+	if r.atLeast(V2411) {
+		c.SelectType = b.str("SelectType", DefaultSelectType2411)
+	}
+	if v, ok := b.p.top["suspendtime"]; ok && r.check(V2411, 0) && !suspendTimeOK(v) {
+		return b.invalid("suspendtime", "Bad value \"%s\" for SuspendTime", v)
+	}
+	if err := b.maxNodeCount(); err != nil {
+		return err
+	}
 	c.SelectTypeParameters = b.str("SelectTypeParameters", "")
 	c.PreemptMode = b.str("PreemptMode", "")
-	c.SwitchType = b.str("SwitchType", DefaultSwitchType)
-	c.LaunchParameters = b.str("LaunchParameters", "")
-	c.MpiDefault = b.str("MpiDefault", DefaultMpiDefault)
-	if c.MpiDefault == "openmpi" {
-		c.MpiDefault = "none"
+	c.SwitchType = b.plugin("SwitchType", DefaultSwitchType)
+	if err := b.topology(); err != nil {
+		return err
 	}
+	c.LaunchParameters = b.str("LaunchParameters", "")
+	c.MpiDefault = b.mpiDefault()
 	if g := b.str("GresTypes", ""); g != "" {
 		c.GresTypes = strings.Split(g, ",")
 	}
@@ -371,16 +509,198 @@ func (b *builder) scalars() error {
 	if c.PropagateResourceLimitsExcept == "" {
 		c.PropagateResourceLimits = b.str("PropagateResourceLimits", "ALL")
 	}
-
-	if v, ok := b.p.top["prologflags"]; ok {
-		f, err := parsePrologFlags(v)
-		if err != nil {
-			return b.invalid("prologflags", "%v", err)
-		}
-		c.PrologFlags = f
+	if err := b.prologFlags(); err != nil {
+		return err
 	}
-	if strings.Contains(c.JobContainerType, "tmpfs") && c.PrologFlags&PrologContain == 0 {
-		return b.invalid("jobcontainertype", "PrologFlags=Contain is required for use with job_container/tmpfs")
+	return b.containment()
+}
+
+// unkillable is UnkillableStepTimeout: 60 s in 22.05; from 24.11 at least
+// five MessageTimeouts, and slurmd complains about a smaller setting.
+func (b *builder) unkillable() {
+	c := b.c
+	if !b.r.atLeast(V2411) {
+		c.UnkillableStepTimeout = b.secs("UnkillableStepTimeout", DefaultUnkillableTimeout)
+		return
+	}
+	msg := uint32(c.MessageTimeout / time.Second)
+	def := msg * 5
+	if !b.has("UnkillableStepTimeout") {
+		switch {
+		case def > 0xffff:
+			b.warn("messagetimeout", "The default value for UnkillableStepTimeout of MessageTimeout*5 (%d) is larger than the maximum allowed value for UnkillableStepTimeout (%d), setting UnkillableStepTimeout to the maximum value.", def, 0xffff)
+			c.UnkillableStepTimeout = 0xffff * time.Second
+		default:
+			c.UnkillableStepTimeout = time.Duration(max(uint32(DefaultUnkillableTimeout/time.Second), def)) * time.Second
+		}
+		return
+	}
+	c.UnkillableStepTimeout = b.secs("UnkillableStepTimeout", 0)
+	if set := uint32(c.UnkillableStepTimeout / time.Second); set < def {
+		b.warn("unkillablesteptimeout", "UnkillableStepTimeout must be at least 5 times greater than MessageTimeout, otherwise nodes may go down with the reason \"KillTaskFailed\". Current values: UnkillableStepTimeout=%d, MessageTimeout=%d", set, msg)
+	}
+}
+
+// scriptTimeouts: PrologEpilogTimeout, split into PrologTimeout and
+// EpilogTimeout in 26.05 (each falls back to PrologEpilogTimeout).
+func (b *builder) scriptTimeouts() {
+	c := b.c
+	c.PrologEpilogTimeout = uint16(b.num("PrologEpilogTimeout", 16, DefaultPrologEpilogTimeout))
+	c.PrologTimeout, c.EpilogTimeout = c.PrologEpilogTimeout, c.PrologEpilogTimeout
+	if b.r.atLeast(V2605) {
+		c.PrologTimeout = uint16(b.num("PrologTimeout", 16, uint64(c.PrologEpilogTimeout)))
+		c.EpilogTimeout = uint16(b.num("EpilogTimeout", 16, uint64(c.PrologEpilogTimeout)))
+	}
+}
+
+// scripts: Prolog/Epilog, one value in 22.05 (last wins), a list from 24.11.
+func (b *builder) scripts() {
+	c := b.c
+	if b.r.atLeast(V2411) {
+		c.Prologs = append([]string(nil), b.p.lists["prolog"]...)
+		c.Epilogs = append([]string(nil), b.p.lists["epilog"]...)
+		if len(c.Prologs) > 0 {
+			c.Prolog = c.Prologs[0]
+		}
+		if len(c.Epilogs) > 0 {
+			c.Epilog = c.Epilogs[0]
+		}
+		return
+	}
+	c.Prolog = b.str("Prolog", "")
+	c.Epilog = b.str("Epilog", "")
+	if c.Prolog != "" {
+		c.Prologs = []string{c.Prolog}
+	}
+	if c.Epilog != "" {
+		c.Epilogs = []string{c.Epilog}
+	}
+}
+
+// sortTaskPlugins is 24.11's _sort_task_plugin: names without "task/",
+// reverse alphabetical, "task/" put back.
+func sortTaskPlugins(v string) string {
+	if v == "" {
+		return ""
+	}
+	var names []string
+	for _, tok := range strings.Split(v, ",") {
+		if tok == "" {
+			continue // strtok skips empty tokens
+		}
+		names = append(names, strings.TrimPrefix(tok, "task/"))
+	}
+	sort.SliceStable(names, func(i, j int) bool { return names[i] > names[j] })
+	for i := range names {
+		names[i] = "task/" + names[i]
+	}
+	return strings.Join(names, ",")
+}
+
+// mpiDefault: "openmpi" means none; 22.05 says "none", 24.11 "".
+func (b *builder) mpiDefault() string {
+	v, ok := b.p.top["mpidefault"]
+	if !b.r.atLeast(V2411) {
+		if !ok || v == "openmpi" {
+			return DefaultMpiDefault
+		}
+		return v
+	}
+	if containsFold(v, "none") || containsFold(v, "openmpi") {
+		return ""
+	}
+	return v
+}
+
+// maxNodeCount: MaxNodeCount needs select/cons_tres (22.05 only checks a
+// non-zero value; 24.11 any value, and caps it).
+func (b *builder) maxNodeCount() error {
+	if !b.has("MaxNodeCount") {
+		return nil
+	}
+	n := b.num("MaxNodeCount", 32, 0)
+	if b.r.atLeast(V2411) && n > maxSlurmNodes {
+		return b.invalid("maxnodecount", "Specified MaxNodeCount in slurm.conf (%d) is higher than the maximum allowed (%d)", n, maxSlurmNodes)
+	}
+	if (n != 0 || b.r.atLeast(V2411)) && !strings.Contains(b.c.SelectType, "cons_tres") {
+		return b.invalid("maxnodecount", "MaxNodeCount only compatible with cons_tres")
+	}
+	return nil
+}
+
+// topology is TopologyPlugin with each release's name for "none", and
+// 24.11's refusal of select/linear with topology/tree.
+func (b *builder) topology() error {
+	c := b.c
+	v := b.str("TopologyPlugin", "")
+	switch {
+	case !b.r.atLeast(V2411):
+		c.TopologyPlugin = b.str("TopologyPlugin", "topology/none")
+	case b.r.atLeast(V2605):
+		switch strings.ToLower(v) {
+		case "", "none", "default", "topology/none", "topology/default":
+			v = "topology/flat"
+		}
+		c.TopologyPlugin = v
+	default:
+		if v == "" || containsFold(v, "none") {
+			v = "topology/default"
+		}
+		c.TopologyPlugin = v
+	}
+	if b.r.check(V2411, 0) && strings.EqualFold(c.SelectType, "select/linear") && strings.EqualFold(c.TopologyPlugin, "topology/tree") {
+		return b.fatal("topologyplugin", "select/linear with topology/tree is not supported. Please switch to select/cons_tres or stop using topology/tree.")
+	}
+	return nil
+}
+
+// prologFlags is PrologFlags with read_config.c's checks.
+func (b *builder) prologFlags() error {
+	v, ok := b.p.top["prologflags"]
+	if !ok {
+		return nil
+	}
+	f, bad := parsePrologFlags(v, b.r)
+	if bad != "" {
+		at := b.at("prologflags")
+		return &ParseError{File: at.file, Line: at.line, Err: ErrInvalid,
+			Msg: "Invalid PrologFlag: " + bad, Fatal: "PrologFlags invalid: " + v}
+	}
+	if f&PrologRunInJob != 0 && f&PrologSerial != 0 {
+		b.warn("prologflags", "PrologFlag Serial is incompatible with RunInJob")
+	}
+	if f&PrologNoHold != 0 && f&PrologContain != 0 {
+		return b.fatal("prologflags", "PrologFlags invalid combination: NoHold cannot be combined with Contain and/or X11")
+	}
+	if f&PrologContain != 0 && f&PrologX11 != 0 && b.c.ProctrackType == "proctrack/linuxproc" {
+		return b.fatal("prologflags", "Invalid combination: PrologFlags=X11 cannot be combined with proctrack/linuxproc")
+	}
+	if f&PrologNoHold != 0 {
+		f |= PrologAlloc
+	}
+	b.c.PrologFlags = f
+	return nil
+}
+
+// containment: a job container or namespace plugin needs PrologFlags=Contain
+// (22.05/24.11 job_container/tmpfs; 26.05 any namespace plugin).
+func (b *builder) containment() error {
+	c := b.c
+	if c.PrologFlags&PrologContain != 0 {
+		return nil
+	}
+	if b.r.atLeast(V2605) {
+		if c.NamespaceType != "" {
+			key := "namespacetype"
+			if !b.has("NamespaceType") {
+				key = "jobcontainertype"
+			}
+			return b.fatal(key, "PrologFlags=Contain is required for use with %s", c.NamespaceType)
+		}
+		return nil
+	}
+	if strings.Contains(c.JobContainerType, "tmpfs") {
+		return b.fatal("jobcontainertype", "PrologFlags=Contain is required for use with job_container/tmpfs")
 	}
 	return nil
 }
@@ -401,36 +721,37 @@ func logLevel(v string) (LogLevel, bool) {
 	return 0, false
 }
 
-// parsePrologFlags is prolog_str2flags plus read_config.c's checks.
-func parsePrologFlags(v string) (PrologFlags, error) {
-	var f PrologFlags
+// parsePrologFlags is prolog_str2flags of release r; bad is the first
+// token it does not know.
+func parsePrologFlags(v string, r release) (f PrologFlags, bad string) {
 	for _, tok := range strings.Split(v, ",") {
-		switch strings.ToLower(tok) {
-		case "":
+		switch t := strings.ToLower(tok); {
+		case t == "":
 			// strtok skips empty tokens
-		case "alloc":
+		case t == "alloc":
 			f |= PrologAlloc
-		case "contain":
+		case t == "contain":
 			f |= PrologAlloc | PrologContain
-		case "deferbatch":
+		case t == "deferbatch":
 			f |= PrologDeferBatch
-		case "nohold":
+			if r.atLeast(V2605) {
+				f |= PrologAlloc
+			}
+		case t == "nohold":
 			f |= PrologNoHold
-		case "serial":
+		case t == "serial":
 			f |= PrologSerial
-		case "x11":
+		case t == "x11":
 			f |= PrologAlloc | PrologContain | PrologX11
+		case t == "runinjob" && r.atLeast(V2411):
+			f |= PrologAlloc | PrologContain | PrologRunInJob
+		case t == "forcerequeueonfail" && r.atLeast(V2411):
+			f |= PrologAlloc | PrologForceRequeueOnFail
 		default:
-			return 0, fmt.Errorf("PrologFlags invalid: %s (Invalid PrologFlag: %s)", v, tok)
+			return 0, tok
 		}
 	}
-	if f&PrologNoHold != 0 && f&PrologContain != 0 {
-		return 0, fmt.Errorf("PrologFlags invalid combination: NoHold cannot be combined with Contain and/or X11")
-	}
-	if f&PrologNoHold != 0 {
-		f |= PrologAlloc
-	}
-	return f, nil
+	return f, ""
 }
 
 // parseAuthInfo reads socket= (or an old-style bare path), ttl= and

@@ -6,6 +6,10 @@ import (
 )
 
 // Defaults of Slurm 22.05.8 (read_config.h, slurm.h, Debian's build).
+// From 24.11 TreeWidth defaults to 16, SelectType to select/cons_tres,
+// UnkillableStepTimeout to max(60 s, 5 * MessageTimeout), and the */none
+// plugins (TaskPlugin, JobAcctGatherType, JobContainerType, SwitchType,
+// MpiDefault) to "" (no plugin); see build.go.
 const (
 	DefaultConfFile            = "/etc/slurm/slurm.conf" // Debian's sysconfdir
 	DefaultSlurmctldPort       = 6817
@@ -20,6 +24,7 @@ const (
 	DefaultUnkillableTimeout   = 60 * time.Second
 	DefaultPrologEpilogTimeout = NoVal16 // "wait forever"
 	DefaultTreeWidth           = 50
+	DefaultTreeWidth2411       = 16 // 24.11 and 26.05
 	DefaultAuthType            = "auth/munge"
 	DefaultCredType            = "cred/munge"
 	DefaultCredExpire          = 120 * time.Second // slurm_cred.c
@@ -29,6 +34,7 @@ const (
 	DefaultJobAcctGatherType   = "jobacct_gather/none"
 	DefaultJobAcctGatherFreq   = "30"
 	DefaultSelectType          = "select/linear"
+	DefaultSelectType2411      = "select/cons_tres" // 24.11 and 26.05
 	DefaultMpiDefault          = "none"
 	DefaultJobContainerType    = "job_container/none"
 	DefaultLaunchType          = "launch/slurm"
@@ -36,6 +42,10 @@ const (
 	DefaultMaxTasksPerNode     = 512
 	DefaultSlurmUser           = "root"
 	DefaultLogLevel            = LogInfo
+	DefaultHashPlugin          = "hash/k12" // 24.11 and 26.05
+	DefaultTLSType             = "tls/none" // 24.11 and 26.05
+	DefaultCgroupMountpoint    = "/sys/fs/cgroup"
+	DefaultCgroupPlugin        = "autodetect"
 )
 
 // LogLevel is Slurm's log level number (log_string2num).
@@ -66,6 +76,9 @@ const (
 	PrologSerial     PrologFlags = 0x0008
 	PrologX11        PrologFlags = 0x0010
 	PrologDeferBatch PrologFlags = 0x0020
+	// 24.11 and later
+	PrologForceRequeueOnFail PrologFlags = 0x0040
+	PrologRunInJob           PrologFlags = 0x0080
 )
 
 // CtldHost is one SlurmctldHost entry, primary first. Name "localhost" is
@@ -113,16 +126,22 @@ func (c CommParams) DisableIPv4() bool { return c.Has("DisableIPv4") }
 func (c CommParams) NoAddrCache() bool { return c.Has("NoAddrCache") }
 
 // Config is a parsed slurm.conf. Field names follow the slurm.conf keys;
-// every value has 22.05's default when the key is absent. Durations are in
-// Slurm's unit of seconds.
+// every value has the release's default when the key is absent, and a
+// plugin key its "no plugin" value as the release writes it (24.11 turns
+// "task/none" into ""). Durations are in Slurm's unit of seconds.
 type Config struct {
 	File     string   // the file given to Load/Parse
 	Includes []string // files read through Include, in order
-	// Hash is slurm.conf's hash_val as 22.05 computes it over every raw line
-	// of the file and its includes; slurmd sends it in registrations.
+	// Version is the release the file was read as (Options.Version;
+	// Lenient for a lenient read).
+	Version uint16
+	// Hash is slurm.conf's hash_val as Slurm computes it over every raw
+	// line of the file and its includes; slurmd sends it in registrations.
 	Hash uint32
-	// Warnings are problems slurmctld logs but tolerates (values it resets).
-	Warnings []string
+	// Warnings are what slurmd logs about the file and carries on: defunct
+	// keys, keys given twice, values it resets. Parse-time ones first, in
+	// file order.
+	Warnings []Warning
 
 	ClusterName        string // lower-cased, as Slurm does
 	SlurmctldHost      []CtldHost
@@ -163,8 +182,18 @@ type Config struct {
 	JobCredentialPrivateKey        string
 	JobCredentialPublicCertificate string
 
-	Prolog               string
-	Epilog               string
+	// Prolog and Epilog are the last Prolog/Epilog line in 22.05, the
+	// first in 24.11 and later, where every line is kept in Prologs and
+	// Epilogs and slurmd runs them in turn.
+	Prolog  string
+	Epilog  string
+	Prologs []string
+	Epilogs []string
+	// PrologTimeout and EpilogTimeout are 26.05's split of
+	// PrologEpilogTimeout; earlier releases have only PrologEpilogTimeout
+	// and both equal it. NoVal16 = wait forever.
+	PrologTimeout        uint16
+	EpilogTimeout        uint16
 	PrologFlags          PrologFlags
 	TaskProlog           string
 	TaskEpilog           string
@@ -180,11 +209,16 @@ type Config struct {
 	JobAcctGatherType             string
 	JobAcctGatherFrequency        string
 	JobAcctGatherParams           string
-	JobContainerType              string
+	JobContainerType              string // 22.05 and 24.11
+	NamespaceType                 string // 26.05: NamespaceType, or JobContainerType when that is unset
 	SelectType                    string
 	SelectTypeParameters          string
 	PreemptMode                   string
 	SwitchType                    string
+	TopologyPlugin                string
+	HashPlugin                    string // 24.11+: the message body hash (hash/k12)
+	TLSType                       string // 24.11+
+	CertmgrType                   string // 24.11+
 	LaunchParameters              string
 	MpiDefault                    string
 	GresTypes                     []string
@@ -198,9 +232,9 @@ type Config struct {
 	DebugFlags                    string
 
 	// Raw holds every top-level key=value given in the files (lower-cased
-	// key, last value wins), typed above or not; NodeName, PartitionName,
-	// DownNodes, NodeSet, FrontendName and SlurmctldHost lines are not in
-	// it. Read-only.
+	// key, last value wins), typed above or not, defunct keys excepted;
+	// NodeName, PartitionName, DownNodes, NodeSet, FrontendName,
+	// PowerAction and SlurmctldHost lines are not in it. Read-only.
 	Raw map[string]string
 
 	nodes      []*Node

@@ -1,350 +1,476 @@
 package slurmconf
 
-// kind is the value type slurmctld 22.05 checks a key against
-// (slurm_conf_options in read_config.c).
+import "strings"
+
+// kind is the value type Slurm checks a key against (the s_p_options_t
+// tables of read_config.c and interfaces/cgroup.c).
 type kind int
 
 const (
-	kString kind = iota
-	kUint16
-	kUint32
-	kUint64
-	kLong
-	kBool
-	kArray   // a line type: NodeName, PartitionName, ...
-	kDefunct // accepted, ignored (slurmctld logs "defunct")
+	kAbsent  kind = iota // not a key of that release
+	kString              // S_P_STRING
+	kUint16              // S_P_UINT16
+	kUint32              // S_P_UINT32
+	kUint64              // S_P_UINT64
+	kLong                // S_P_LONG
+	kBool                // S_P_BOOLEAN
+	kFloat               // S_P_FLOAT (cgroup.conf)
+	kList                // S_P_ARRAY of strings: every line is kept (Prolog from 24.11)
+	kSection             // S_P_ARRAY with a line parser: NodeName, PartitionName, ...
+	kDefunct             // accepted unchecked and ignored; slurmd logs "... is defunct"
 )
 
-type keyInfo struct {
-	name string // canonical spelling
-	kind kind
+// era is the kind a key has from release since on.
+type era struct {
+	since uint16
+	kind  kind
 }
 
-// topKeys lists every top-level key of slurm.conf in 22.05.8, by lower-cased
-// name.
-var topKeys = map[string]keyInfo{
-	"accountingstoragetres":          {"AccountingStorageTRES", kString},
-	"accountingstorageenforce":       {"AccountingStorageEnforce", kString},
-	"accountingstorageexternalhost":  {"AccountingStorageExternalHost", kString},
-	"accountingstoragehost":          {"AccountingStorageHost", kString},
-	"accountingstoragebackuphost":    {"AccountingStorageBackupHost", kString},
-	"accountingstorageloc":           {"AccountingStorageLoc", kString},
-	"accountingstorageparameters":    {"AccountingStorageParameters", kString},
-	"accountingstoragepass":          {"AccountingStoragePass", kString},
-	"accountingstorageport":          {"AccountingStoragePort", kUint16},
-	"accountingstoragetype":          {"AccountingStorageType", kString},
-	"accountingstorageuser":          {"AccountingStorageUser", kString},
-	"accountingstoreflags":           {"AccountingStoreFlags", kString},
-	"accountingstorejobcomment":      {"AccountingStoreJobComment", kBool},
-	"acctgatherenergytype":           {"AcctGatherEnergyType", kString},
-	"acctgathernodefreq":             {"AcctGatherNodeFreq", kUint16},
-	"acctgatherprofiletype":          {"AcctGatherProfileType", kString},
-	"acctgatherinterconnecttype":     {"AcctGatherInterconnectType", kString},
-	"acctgatherinfinibandtype":       {"AcctGatherInfinibandType", kString},
-	"acctgatherfilesystemtype":       {"AcctGatherFilesystemType", kString},
-	"allowspecresourcesusage":        {"AllowSpecResourcesUsage", kBool},
-	"authalttypes":                   {"AuthAltTypes", kString},
-	"authaltparameters":              {"AuthAltParameters", kString},
-	"authinfo":                       {"AuthInfo", kString},
-	"authtype":                       {"AuthType", kString},
-	"backupaddr":                     {"BackupAddr", kString},
-	"backupcontroller":               {"BackupController", kString},
-	"batchstarttimeout":              {"BatchStartTimeout", kUint16},
-	"bcastexclude":                   {"BcastExclude", kString},
-	"bcastparameters":                {"BcastParameters", kString},
-	"burstbufferparameters":          {"BurstBufferParameters", kString},
-	"burstbuffertype":                {"BurstBufferType", kString},
-	"corespecplugin":                 {"CoreSpecPlugin", kString},
-	"clifilterplugins":               {"CliFilterPlugins", kString},
-	"clustername":                    {"ClusterName", kString},
-	"communicationparameters":        {"CommunicationParameters", kString},
-	"completewait":                   {"CompleteWait", kUint16},
-	"controladdr":                    {"ControlAddr", kString},
-	"controlmachine":                 {"ControlMachine", kString},
-	"cpufreqdef":                     {"CpuFreqDef", kString},
-	"cpufreqgovernors":               {"CpuFreqGovernors", kString},
-	"credtype":                       {"CredType", kString},
-	"cryptotype":                     {"CryptoType", kString},
-	"debugflags":                     {"DebugFlags", kString},
-	"defcpupergpu":                   {"DefCPUPerGPU", kUint64},
-	"defmempercpu":                   {"DefMemPerCPU", kUint64},
-	"defmempergpu":                   {"DefMemPerGPU", kUint64},
-	"defmempernode":                  {"DefMemPerNode", kUint64},
-	"dependencyparameters":           {"DependencyParameters", kString},
-	"disablerootjobs":                {"DisableRootJobs", kBool},
-	"eiotimeout":                     {"EioTimeout", kUint16},
-	"enforcepartlimits":              {"EnforcePartLimits", kString},
-	"epilog":                         {"Epilog", kString},
-	"epilogmsgtime":                  {"EpilogMsgTime", kUint32},
-	"epilogslurmctld":                {"EpilogSlurmctld", kString},
-	"extsensorstype":                 {"ExtSensorsType", kString},
-	"extsensorsfreq":                 {"ExtSensorsFreq", kUint16},
-	"fairsharedampeningfactor":       {"FairShareDampeningFactor", kUint16},
-	"fastschedule":                   {"FastSchedule", kUint16},
-	"federationparameters":           {"FederationParameters", kString},
-	"firstjobid":                     {"FirstJobId", kUint32},
-	"getenvtimeout":                  {"GetEnvTimeout", kUint16},
-	"grestypes":                      {"GresTypes", kString},
-	"groupupdateforce":               {"GroupUpdateForce", kUint16},
-	"groupupdatetime":                {"GroupUpdateTime", kUint16},
-	"gpufreqdef":                     {"GpuFreqDef", kString},
-	"healthcheckinterval":            {"HealthCheckInterval", kUint16},
-	"healthchecknodestate":           {"HealthCheckNodeState", kString},
-	"healthcheckprogram":             {"HealthCheckProgram", kString},
-	"interactivestepoptions":         {"InteractiveStepOptions", kString},
-	"inactivelimit":                  {"InactiveLimit", kUint16},
-	"jobacctgathertype":              {"JobAcctGatherType", kString},
-	"jobacctgatherfrequency":         {"JobAcctGatherFrequency", kString},
-	"jobacctgatherparams":            {"JobAcctGatherParams", kString},
-	"jobcomphost":                    {"JobCompHost", kString},
-	"jobcomploc":                     {"JobCompLoc", kString},
-	"jobcompparams":                  {"JobCompParams", kString},
-	"jobcomppass":                    {"JobCompPass", kString},
-	"jobcompport":                    {"JobCompPort", kUint32},
-	"jobcomptype":                    {"JobCompType", kString},
-	"jobcontainertype":               {"JobContainerType", kString},
-	"jobcompuser":                    {"JobCompUser", kString},
-	"jobcredentialprivatekey":        {"JobCredentialPrivateKey", kString},
-	"jobcredentialpubliccertificate": {"JobCredentialPublicCertificate", kString},
-	"jobfileappend":                  {"JobFileAppend", kUint16},
-	"jobrequeue":                     {"JobRequeue", kUint16},
-	"jobsubmitplugins":               {"JobSubmitPlugins", kString},
-	"keepalivetime":                  {"KeepAliveTime", kUint32},
-	"killonbadexit":                  {"KillOnBadExit", kUint16},
-	"killwait":                       {"KillWait", kUint16},
-	"launchparameters":               {"LaunchParameters", kString},
-	"launchtype":                     {"LaunchType", kString},
-	"licenses":                       {"Licenses", kString},
-	"logtimeformat":                  {"LogTimeFormat", kString},
-	"maildomain":                     {"MailDomain", kString},
-	"mailprog":                       {"MailProg", kString},
-	"maxarraysize":                   {"MaxArraySize", kUint32},
-	"maxdbdmsgs":                     {"MaxDBDMsgs", kUint32},
-	"maxjobcount":                    {"MaxJobCount", kUint32},
-	"maxnodecount":                   {"MaxNodeCount", kUint32},
-	"maxjobid":                       {"MaxJobId", kUint32},
-	"maxmempercpu":                   {"MaxMemPerCPU", kUint64},
-	"maxmempernode":                  {"MaxMemPerNode", kUint64},
-	"maxstepcount":                   {"MaxStepCount", kUint32},
-	"maxtaskspernode":                {"MaxTasksPerNode", kUint16},
-	"mcsparameters":                  {"MCSParameters", kString},
-	"mcsplugin":                      {"MCSPlugin", kString},
-	"messagetimeout":                 {"MessageTimeout", kUint16},
-	"minjobage":                      {"MinJobAge", kUint32},
-	"mpidefault":                     {"MpiDefault", kString},
-	"mpiparams":                      {"MpiParams", kString},
-	"nodefeaturesplugins":            {"NodeFeaturesPlugins", kString},
-	"overtimelimit":                  {"OverTimeLimit", kUint16},
-	"plugindir":                      {"PluginDir", kString},
-	"plugstackconfig":                {"PlugStackConfig", kString},
-	"powerparameters":                {"PowerParameters", kString},
-	"powerplugin":                    {"PowerPlugin", kString},
-	"preemptmode":                    {"PreemptMode", kString},
-	"preempttype":                    {"PreemptType", kString},
-	"preemptexempttime":              {"PreemptExemptTime", kString},
-	"prepparameters":                 {"PrEpParameters", kString},
-	"prepplugins":                    {"PrEpPlugins", kString},
-	"prioritydecayhalflife":          {"PriorityDecayHalfLife", kString},
-	"prioritycalcperiod":             {"PriorityCalcPeriod", kString},
-	"priorityfavorsmall":             {"PriorityFavorSmall", kBool},
-	"prioritymaxage":                 {"PriorityMaxAge", kString},
-	"priorityparameters":             {"PriorityParameters", kString},
-	"priorityusageresetperiod":       {"PriorityUsageResetPeriod", kString},
-	"prioritytype":                   {"PriorityType", kString},
-	"priorityflags":                  {"PriorityFlags", kString},
-	"prioritysitefactorparameters":   {"PrioritySiteFactorParameters", kString},
-	"prioritysitefactorplugin":       {"PrioritySiteFactorPlugin", kString},
-	"priorityweightage":              {"PriorityWeightAge", kUint32},
-	"priorityweightassoc":            {"PriorityWeightAssoc", kUint32},
-	"priorityweightfairshare":        {"PriorityWeightFairshare", kUint32},
-	"priorityweightjobsize":          {"PriorityWeightJobSize", kUint32},
-	"priorityweightpartition":        {"PriorityWeightPartition", kUint32},
-	"priorityweightqos":              {"PriorityWeightQOS", kUint32},
-	"priorityweighttres":             {"PriorityWeightTRES", kString},
-	"privatedata":                    {"PrivateData", kString},
-	"proctracktype":                  {"ProctrackType", kString},
-	"prolog":                         {"Prolog", kString},
-	"prologslurmctld":                {"PrologSlurmctld", kString},
-	"prologepilogtimeout":            {"PrologEpilogTimeout", kUint16},
-	"prologflags":                    {"PrologFlags", kString},
-	"propagateprioprocess":           {"PropagatePrioProcess", kUint16},
-	"propagateresourcelimitsexcept":  {"PropagateResourceLimitsExcept", kString},
-	"propagateresourcelimits":        {"PropagateResourceLimits", kString},
-	"rebootprogram":                  {"RebootProgram", kString},
-	"reconfigflags":                  {"ReconfigFlags", kString},
-	"requeueexit":                    {"RequeueExit", kString},
-	"requeueexithold":                {"RequeueExitHold", kString},
-	"resumefailprogram":              {"ResumeFailProgram", kString},
-	"resumeprogram":                  {"ResumeProgram", kString},
-	"resumerate":                     {"ResumeRate", kUint16},
-	"resumetimeout":                  {"ResumeTimeout", kUint16},
-	"resvepilog":                     {"ResvEpilog", kString},
-	"resvoverrun":                    {"ResvOverRun", kUint16},
-	"resvprolog":                     {"ResvProlog", kString},
-	"returntoservice":                {"ReturnToService", kUint16},
-	"routeplugin":                    {"RoutePlugin", kString},
-	"sallocdefaultcommand":           {"SallocDefaultCommand", kString},
-	"sbcastparameters":               {"SbcastParameters", kString},
-	"schedulerauth":                  {"SchedulerAuth", kDefunct},
-	"schedulerparameters":            {"SchedulerParameters", kString},
-	"schedulertimeslice":             {"SchedulerTimeSlice", kUint16},
-	"schedulertype":                  {"SchedulerType", kString},
-	"scronparameters":                {"ScronParameters", kString},
-	"selecttype":                     {"SelectType", kString},
-	"selecttypeparameters":           {"SelectTypeParameters", kString},
-	"slurmuser":                      {"SlurmUser", kString},
-	"slurmduser":                     {"SlurmdUser", kString},
-	"slurmctldaddr":                  {"SlurmctldAddr", kString},
-	"slurmctlddebug":                 {"SlurmctldDebug", kString},
-	"slurmctldlogfile":               {"SlurmctldLogFile", kString},
-	"slurmctldpidfile":               {"SlurmctldPidFile", kString},
-	"slurmctldplugstack":             {"SlurmctldPlugstack", kString},
-	"slurmctldport":                  {"SlurmctldPort", kString},
-	"slurmctldprimaryoffprog":        {"SlurmctldPrimaryOffProg", kString},
-	"slurmctldprimaryonprog":         {"SlurmctldPrimaryOnProg", kString},
-	"slurmctldsyslogdebug":           {"SlurmctldSyslogDebug", kString},
-	"slurmctldtimeout":               {"SlurmctldTimeout", kUint16},
-	"slurmctldparameters":            {"SlurmctldParameters", kString},
-	"slurmddebug":                    {"SlurmdDebug", kString},
-	"slurmdlogfile":                  {"SlurmdLogFile", kString},
-	"slurmdparameters":               {"SlurmdParameters", kString},
-	"slurmdpidfile":                  {"SlurmdPidFile", kString},
-	"slurmdport":                     {"SlurmdPort", kUint32},
-	"slurmdspooldir":                 {"SlurmdSpoolDir", kString},
-	"slurmdsyslogdebug":              {"SlurmdSyslogDebug", kString},
-	"slurmdtimeout":                  {"SlurmdTimeout", kUint16},
-	"slurmschedlogfile":              {"SlurmSchedLogFile", kString},
-	"slurmschedloglevel":             {"SlurmSchedLogLevel", kUint16},
-	"srunepilog":                     {"SrunEpilog", kString},
-	"srunprolog":                     {"SrunProlog", kString},
-	"srunportrange":                  {"SrunPortRange", kString},
-	"statesavelocation":              {"StateSaveLocation", kString},
-	"suspendexcnodes":                {"SuspendExcNodes", kString},
-	"suspendexcparts":                {"SuspendExcParts", kString},
-	"suspendprogram":                 {"SuspendProgram", kString},
-	"suspendrate":                    {"SuspendRate", kUint16},
-	"suspendtime":                    {"SuspendTime", kString},
-	"suspendtimeout":                 {"SuspendTimeout", kUint16},
-	"switchparameters":               {"SwitchParameters", kString},
-	"switchtype":                     {"SwitchType", kString},
-	"taskepilog":                     {"TaskEpilog", kString},
-	"taskprolog":                     {"TaskProlog", kString},
-	"taskplugin":                     {"TaskPlugin", kString},
-	"taskpluginparam":                {"TaskPluginParam", kString},
-	"tcptimeout":                     {"TCPTimeout", kUint16},
-	"tmpfs":                          {"TmpFS", kString},
-	"topologyparam":                  {"TopologyParam", kString},
-	"topologyplugin":                 {"TopologyPlugin", kString},
-	"trackwckey":                     {"TrackWCKey", kBool},
-	"treewidth":                      {"TreeWidth", kUint16},
-	"unkillablestepprogram":          {"UnkillableStepProgram", kString},
-	"unkillablesteptimeout":          {"UnkillableStepTimeout", kUint16},
-	"usepam":                         {"UsePAM", kBool},
-	"vsizefactor":                    {"VSizeFactor", kUint16},
-	"waittime":                       {"WaitTime", kUint16},
-	"x11parameters":                  {"X11Parameters", kString},
-	"downnodes":                      {"DownNodes", kArray},
-	"frontendname":                   {"FrontendName", kArray},
-	"nodename":                       {"NodeName", kArray},
-	"nodeset":                        {"NodeSet", kArray},
-	"partitionname":                  {"PartitionName", kArray},
-	"slurmctldhost":                  {"SlurmctldHost", kArray},
+// keyInfo is one key of a table: its canonical spelling (Slurm prints it
+// in messages) and its kind per release, oldest first.
+type keyInfo struct {
+	name string
+	eras []era
 }
+
+// keyOpt changes a key from some release on.
+type keyOpt func(*keyInfo)
+
+// added: the key first exists in release v (unknown before).
+func added(v uint16) keyOpt {
+	return func(k *keyInfo) { k.eras[0].since = v }
+}
+
+// defunct: from release v the key is accepted and ignored.
+func defunct(v uint16) keyOpt { return becomes(v, kDefunct) }
+
+// removed: from release v the key is unknown again.
+func removed(v uint16) keyOpt { return becomes(v, kAbsent) }
+
+// becomes: from release v the key has kind k.
+func becomes(v uint16, k kind) keyOpt {
+	return func(ki *keyInfo) { ki.eras = append(ki.eras, era{v, k}) }
+}
+
+func key(name string, k kind, opts ...keyOpt) keyInfo {
+	ki := keyInfo{name: name, eras: []era{{V2205, k}}}
+	for _, o := range opts {
+		o(&ki)
+	}
+	return ki
+}
+
+// keyTable indexes keys by lower-cased name (Slurm compares keys without case).
+type keyTable map[string]keyInfo
+
+func table(keys ...keyInfo) keyTable {
+	t := make(keyTable, len(keys))
+	for _, k := range keys {
+		t[strings.ToLower(k.name)] = k
+	}
+	return t
+}
+
+// lookup returns the key's canonical name and kind in release r; ok is false
+// when r does not know the key. A lenient read takes the newest kind that is
+// neither absent nor defunct, so a key any release reads is read; a key no
+// release reads any more is defunct.
+func (t keyTable) lookup(name string, r release) (string, kind, bool) {
+	ki, ok := t[strings.ToLower(name)]
+	if !ok {
+		return "", kAbsent, false
+	}
+	k := kAbsent
+	if r.lenient() {
+		for _, e := range ki.eras {
+			if e.kind != kAbsent && e.kind != kDefunct {
+				k = e.kind
+			} else if e.kind == kDefunct && k == kAbsent {
+				k = kDefunct
+			}
+		}
+	} else {
+		for _, e := range ki.eras {
+			if e.since <= r.v {
+				k = e.kind
+			}
+		}
+	}
+	return ki.name, k, k != kAbsent
+}
+
+// topKeys are the top-level keys of slurm.conf (slurm_conf_options[] in
+// src/common/read_config.c of 22.05.8, 24.11.5 and 26.05). Section keys
+// (kSection) start a line whose further keys are in the tables below.
+var topKeys = table(
+	key("AccountingStorageBackupHost", kString),
+	key("AccountingStorageEnforce", kString),
+	key("AccountingStorageExternalHost", kString),
+	key("AccountingStorageHost", kString),
+	key("AccountingStorageLoc", kString, removed(V2605)),
+	key("AccountingStorageParameters", kString),
+	key("AccountingStoragePass", kString),
+	key("AccountingStoragePort", kUint16),
+	key("AccountingStorageTRES", kString),
+	key("AccountingStorageType", kString),
+	key("AccountingStorageUser", kString, defunct(V2605)),
+	key("AccountingStoreFlags", kString),
+	key("AccountingStoreJobComment", kBool),
+	key("AcctGatherEnergyType", kString),
+	key("AcctGatherFilesystemType", kString),
+	key("AcctGatherInfinibandType", kString),
+	key("AcctGatherInterconnectType", kString),
+	key("AcctGatherNodeFreq", kUint16),
+	key("AcctGatherProfileType", kString),
+	key("AllowSpecResourcesUsage", kBool),
+	key("AuthAltParameters", kString),
+	key("AuthAltTypes", kString),
+	key("AuthInfo", kString),
+	key("AuthType", kString),
+	key("BackupAddr", kString),
+	key("BackupController", kString),
+	key("BatchStartTimeout", kUint16),
+	key("BcastExclude", kString),
+	key("BcastParameters", kString),
+	key("BurstBufferParameters", kString),
+	key("BurstBufferType", kString),
+	key("CertgenParameters", kString, added(V2605)),
+	key("CertgenType", kString, added(V2605)),
+	key("CertmgrParameters", kString, added(V2411)),
+	key("CertmgrType", kString, added(V2411)),
+	key("CliFilterParameters", kString, added(V2605)),
+	key("CliFilterPlugins", kString),
+	key("ClusterName", kString),
+	key("CommunicationParameters", kString),
+	key("CompleteWait", kUint16),
+	key("ControlAddr", kString),
+	key("ControlMachine", kString),
+	key("CoreSpecPlugin", kString, defunct(V2411)),
+	key("CpuFreqDef", kString),
+	key("CpuFreqGovernors", kString),
+	key("CredType", kString),
+	key("CryptoType", kString),
+	key("DataParserParameters", kString, added(V2411)),
+	key("DebugFlags", kString),
+	key("DefCPUPerGPU", kUint64),
+	key("DefMemPerCPU", kUint64),
+	key("DefMemPerGPU", kUint64),
+	key("DefMemPerNode", kUint64),
+	key("DependencyParameters", kString),
+	key("DisableRootJobs", kBool),
+	key("DownNodes", kSection),
+	key("EioTimeout", kUint16),
+	key("EnforcePartLimits", kString),
+	key("Epilog", kString, becomes(V2411, kList)),
+	key("EpilogMsgTime", kUint32),
+	key("EpilogSlurmctld", kString, becomes(V2411, kList)),
+	key("EpilogTimeout", kUint16, added(V2605)),
+	key("ExtSensorsFreq", kUint16, defunct(V2411)),
+	key("ExtSensorsType", kString, defunct(V2411)),
+	key("FairShareDampeningFactor", kUint16),
+	key("FastSchedule", kUint16),
+	key("FederationParameters", kString),
+	key("FirstJobId", kUint32),
+	key("FrontendName", kSection, removed(V2605)),
+	key("GetEnvTimeout", kUint16, defunct(V2605)),
+	key("GpuFreqDef", kString),
+	key("GresTypes", kString),
+	key("GroupUpdateForce", kUint16),
+	key("GroupUpdateTime", kUint16),
+	key("HashPlugin", kString, added(V2411)),
+	key("HealthCheckInterval", kUint16),
+	key("HealthCheckNodeState", kString),
+	key("HealthCheckProgram", kString),
+	key("HealthCheckTimeout", kUint16, added(V2605)),
+	key("HttpParserType", kString, added(V2605)),
+	key("InactiveLimit", kUint16),
+	key("InteractiveStepOptions", kString),
+	key("JobAcctGatherFrequency", kString),
+	key("JobAcctGatherParams", kString),
+	key("JobAcctGatherType", kString),
+	key("JobCompHost", kString),
+	key("JobCompLoc", kString),
+	key("JobCompParams", kString),
+	key("JobCompPass", kString),
+	key("JobCompPassScript", kString, added(V2605)),
+	key("JobCompPort", kUint32),
+	key("JobCompType", kString),
+	key("JobCompUser", kString),
+	key("JobContainerType", kString),
+	key("JobCredentialPrivateKey", kString, defunct(V2411)),
+	key("JobCredentialPublicCertificate", kString, defunct(V2411)),
+	key("JobFileAppend", kUint16),
+	key("JobRequeue", kUint16),
+	key("JobSubmitPlugins", kString),
+	key("KeepAliveTime", kUint32),
+	key("KillOnBadExit", kUint16),
+	key("KillWait", kUint16),
+	key("LaunchParameters", kString),
+	key("LaunchType", kString),
+	key("LicenseParameters", kString, added(V2605)),
+	key("Licenses", kString),
+	key("LogTimeFormat", kString),
+	key("MailDomain", kString),
+	key("MailProg", kString),
+	key("MaxArraySize", kUint32),
+	key("MaxBatchRequeue", kUint32, added(V2411)),
+	key("MaxDBDMsgs", kUint32),
+	key("MaxJobCount", kUint32),
+	key("MaxJobId", kUint32),
+	key("MaxMemPerCPU", kUint64),
+	key("MaxMemPerNode", kUint64),
+	key("MaxNodeCount", kUint32),
+	key("MaxStepCount", kUint32),
+	key("MaxTasksPerNode", kUint16),
+	key("MCSParameters", kString),
+	key("MCSPlugin", kString),
+	key("MessageTimeout", kUint16),
+	key("MetricsAuthUsers", kString, added(V2605)),
+	key("MetricsParameters", kString, added(V2605)),
+	key("MetricsType", kString, added(V2605)),
+	key("MinJobAge", kUint32),
+	key("MpiDefault", kString),
+	key("MpiParams", kString),
+	key("NamespaceType", kString, added(V2605)),
+	key("NodeFeaturesPlugins", kString),
+	key("NodeName", kSection),
+	key("NodeSet", kSection),
+	key("OverTimeLimit", kUint16),
+	key("PartitionName", kSection),
+	key("PluginDir", kString),
+	key("PlugStackConfig", kString),
+	key("PowerAction", kSection, added(V2605)),
+	key("PowerParameters", kString, defunct(V2411)),
+	key("PowerPlugin", kString, defunct(V2411)),
+	key("PreemptExemptTime", kString),
+	key("PreemptMode", kString),
+	key("PreemptParameters", kString, added(V2411)),
+	key("PreemptType", kString),
+	key("PrEpParameters", kString),
+	key("PrEpPlugins", kString),
+	key("PriorityCalcPeriod", kString),
+	key("PriorityDecayHalfLife", kString),
+	key("PriorityFavorSmall", kBool),
+	key("PriorityFlags", kString),
+	key("PriorityMaxAge", kString),
+	key("PriorityParameters", kString),
+	key("PrioritySiteFactorParameters", kString),
+	key("PrioritySiteFactorPlugin", kString),
+	key("PriorityType", kString),
+	key("PriorityUsageResetPeriod", kString),
+	key("PriorityWeightAge", kUint32),
+	key("PriorityWeightAssoc", kUint32),
+	key("PriorityWeightFairshare", kUint32),
+	key("PriorityWeightJobSize", kUint32),
+	key("PriorityWeightPartition", kUint32),
+	key("PriorityWeightQOS", kUint32),
+	key("PriorityWeightTRES", kString),
+	key("PrivateData", kString),
+	key("ProctrackType", kString),
+	key("Prolog", kString, becomes(V2411, kList)),
+	key("PrologEpilogTimeout", kUint16),
+	key("PrologFlags", kString),
+	key("PrologSlurmctld", kString, becomes(V2411, kList)),
+	key("PrologTimeout", kUint16, added(V2605)),
+	key("PropagatePrioProcess", kUint16),
+	key("PropagateResourceLimits", kString),
+	key("PropagateResourceLimitsExcept", kString),
+	key("RebootProgram", kString),
+	key("ReconfigFlags", kString),
+	key("RequeueExit", kString),
+	key("RequeueExitHold", kString),
+	key("ResumeFailProgram", kString),
+	key("ResumeProgram", kString),
+	key("ResumeRate", kUint16),
+	key("ResumeTimeout", kUint16),
+	key("ResvEpilog", kString),
+	key("ResvOverRun", kUint16),
+	key("ResvProlog", kString),
+	key("ReturnToService", kUint16),
+	key("RoutePlugin", kString),
+	key("SallocDefaultCommand", kString),
+	key("SbcastParameters", kString),
+	key("SchedulerAuth", kDefunct, removed(V2411)),
+	key("SchedulerParameters", kString),
+	key("SchedulerTimeSlice", kUint16),
+	key("SchedulerType", kString),
+	key("ScronParameters", kString),
+	key("SelectType", kString),
+	key("SelectTypeParameters", kString),
+	key("SlurmctldAddr", kString),
+	key("SlurmctldDebug", kString),
+	key("SlurmctldHost", kSection),
+	key("SlurmctldHttpAuthParameters", kString, added(V2605)),
+	key("SlurmctldLogFile", kString),
+	key("SlurmctldParameters", kString),
+	key("SlurmctldPidFile", kString),
+	key("SlurmctldPlugstack", kString, removed(V2411)),
+	key("SlurmctldPort", kString),
+	key("SlurmctldPrimaryOffProg", kString),
+	key("SlurmctldPrimaryOnProg", kString),
+	key("SlurmctldSyslogDebug", kString),
+	key("SlurmctldTimeout", kUint16),
+	key("SlurmdDebug", kString),
+	key("SlurmdHttpAuthParameters", kString, added(V2605)),
+	key("SlurmdLogFile", kString),
+	key("SlurmdParameters", kString),
+	key("SlurmdPidFile", kString),
+	key("SlurmdPort", kUint32),
+	key("SlurmdSpoolDir", kString),
+	key("SlurmdSyslogDebug", kString),
+	key("SlurmdTimeout", kUint16),
+	key("SlurmdUser", kString),
+	key("SlurmSchedLogFile", kString),
+	key("SlurmSchedLogLevel", kUint16),
+	key("SlurmUser", kString),
+	key("SrunEpilog", kString),
+	key("SrunPortRange", kString),
+	key("SrunProlog", kString),
+	key("StateSaveLocation", kString),
+	key("SuspendExcNodes", kString),
+	key("SuspendExcParts", kString),
+	key("SuspendExcStates", kString, added(V2411)),
+	key("SuspendProgram", kString),
+	key("SuspendRate", kUint16),
+	key("SuspendTime", kString),
+	key("SuspendTimeout", kUint16),
+	key("SwitchParameters", kString),
+	key("SwitchType", kString),
+	key("TaskEpilog", kString),
+	key("TaskPlugin", kString),
+	key("TaskPluginParam", kString),
+	key("TaskProlog", kString),
+	key("TCPTimeout", kUint16),
+	key("TLSParameters", kString, added(V2411)),
+	key("TLSType", kString, added(V2411)),
+	key("TmpFS", kString),
+	key("TopologyParam", kString),
+	key("TopologyPlugin", kString),
+	key("TrackWCKey", kBool),
+	key("TreeWidth", kUint16),
+	key("UnkillableStepProgram", kString),
+	key("UnkillableStepTimeout", kUint16),
+	key("UrlParserType", kString, added(V2605)),
+	key("UsePAM", kBool),
+	key("VSizeFactor", kUint16),
+	key("WaitTime", kUint16),
+	key("X11Parameters", kString),
+)
 
 // nodeKeys are the keys of a NodeName line (_parse_nodename).
-var nodeKeys = map[string]keyInfo{
-	"bcastaddr":       {"BcastAddr", kString},
-	"boards":          {"Boards", kUint16},
-	"corespeccount":   {"CoreSpecCount", kUint16},
-	"corespersocket":  {"CoresPerSocket", kUint16},
-	"cpus":            {"CPUs", kUint16},
-	"cpuspeclist":     {"CPUSpecList", kString},
-	"cpubind":         {"CpuBind", kString},
-	"feature":         {"Feature", kString},
-	"features":        {"Features", kString},
-	"gres":            {"Gres", kString},
-	"memspeclimit":    {"MemSpecLimit", kUint64},
-	"nodeaddr":        {"NodeAddr", kString},
-	"nodehostname":    {"NodeHostname", kString},
-	"port":            {"Port", kString},
-	"procs":           {"Procs", kUint16},
-	"realmemory":      {"RealMemory", kUint64},
-	"reason":          {"Reason", kString},
-	"sockets":         {"Sockets", kUint16},
-	"socketsperboard": {"SocketsPerBoard", kUint16},
-	"state":           {"State", kString},
-	"threadspercore":  {"ThreadsPerCore", kUint16},
-	"tmpdisk":         {"TmpDisk", kUint32},
-	"tresweights":     {"TRESWeights", kString},
-	"weight":          {"Weight", kUint32},
-}
+var nodeKeys = table(
+	key("BcastAddr", kString),
+	key("Boards", kUint16),
+	key("CoreSpecCount", kUint16),
+	key("CoresPerSocket", kUint16),
+	key("CpuBind", kString),
+	key("CPUs", kUint16),
+	key("CPUSpecList", kString),
+	key("Feature", kString),
+	key("Features", kString),
+	key("Gres", kString),
+	key("GresConf", kString, added(V2605)),
+	key("MemSpecLimit", kUint64),
+	key("NodeAddr", kString),
+	key("NodeHostname", kString),
+	key("Parameters", kString, added(V2605)),
+	key("Port", kString),
+	key("Procs", kUint16),
+	key("RealMemory", kUint64),
+	key("Reason", kString),
+	key("RestrictedCoresPerGPU", kUint16, added(V2411)),
+	key("Sockets", kUint16),
+	key("SocketsPerBoard", kUint16),
+	key("State", kString),
+	key("SuspendTime", kString, added(V2605)),
+	key("ThreadsPerCore", kUint16),
+	key("TmpDisk", kUint32),
+	key("Topology", kString, added(V2605)),
+	key("TRESWeights", kString),
+	key("Weight", kUint32),
+)
 
 // partitionKeys are the keys of a PartitionName line (_parse_partitionname).
-var partitionKeys = map[string]keyInfo{
-	"allocnodes":           {"AllocNodes", kString},
-	"allowaccounts":        {"AllowAccounts", kString},
-	"allowgroups":          {"AllowGroups", kString},
-	"allowqos":             {"AllowQos", kString},
-	"alternate":            {"Alternate", kString},
-	"cpubind":              {"CpuBind", kString},
-	"defcpupergpu":         {"DefCPUPerGPU", kUint64},
-	"defmempercpu":         {"DefMemPerCPU", kUint64},
-	"defmempergpu":         {"DefMemPerGPU", kUint64},
-	"defmempernode":        {"DefMemPerNode", kUint64},
-	"default":              {"Default", kBool},
-	"defaulttime":          {"DefaultTime", kString},
-	"denyaccounts":         {"DenyAccounts", kString},
-	"denyqos":              {"DenyQos", kString},
-	"disablerootjobs":      {"DisableRootJobs", kBool},
-	"exclusiveuser":        {"ExclusiveUser", kBool},
-	"gracetime":            {"GraceTime", kUint32},
-	"hidden":               {"Hidden", kBool},
-	"lln":                  {"LLN", kBool},
-	"maxcpuspernode":       {"MaxCPUsPerNode", kUint32},
-	"maxmempercpu":         {"MaxMemPerCPU", kUint64},
-	"maxmempernode":        {"MaxMemPerNode", kUint64},
-	"maxtime":              {"MaxTime", kString},
-	"maxnodes":             {"MaxNodes", kUint32},
-	"minnodes":             {"MinNodes", kUint32},
-	"nodes":                {"Nodes", kString},
-	"oversubscribe":        {"OverSubscribe", kString},
-	"overtimelimit":        {"OverTimeLimit", kString},
-	"preemptmode":          {"PreemptMode", kString},
-	"priority":             {"Priority", kUint16},
-	"priorityjobfactor":    {"PriorityJobFactor", kUint16},
-	"prioritytier":         {"PriorityTier", kUint16},
-	"qos":                  {"QOS", kString},
-	"rootonly":             {"RootOnly", kBool},
-	"reqresv":              {"ReqResv", kBool},
-	"resumetimeout":        {"ResumeTimeout", kUint16},
-	"selecttypeparameters": {"SelectTypeParameters", kString},
-	"shared":               {"Shared", kString},
-	"state":                {"State", kString},
-	"suspendtime":          {"SuspendTime", kString},
-	"suspendtimeout":       {"SuspendTimeout", kUint16},
-	"tresbillingweights":   {"TRESBillingWeights", kString},
-}
+var partitionKeys = table(
+	key("AllocNodes", kString),
+	key("AllowAccounts", kString),
+	key("AllowGroups", kString),
+	key("AllowQos", kString),
+	key("Alternate", kString),
+	key("CpuBind", kString),
+	key("Default", kBool),
+	key("DefaultTime", kString),
+	key("DefCPUPerGPU", kUint64),
+	key("DefMemPerCPU", kUint64),
+	key("DefMemPerGPU", kUint64),
+	key("DefMemPerNode", kUint64),
+	key("DenyAccounts", kString),
+	key("DenyQos", kString),
+	key("DisableRootJobs", kBool),
+	key("Exclusive", kString, added(V2605)),
+	key("ExclusiveTopo", kBool, added(V2411)),
+	key("ExclusiveUser", kBool),
+	key("GraceTime", kUint32),
+	key("Hidden", kBool),
+	key("LLN", kBool),
+	key("MaxCPUsPerNode", kUint32),
+	key("MaxCPUsPerSocket", kUint32, added(V2411)),
+	key("MaxMemPerCPU", kUint64),
+	key("MaxMemPerNode", kUint64),
+	key("MaxNodes", kUint32),
+	key("MaxTime", kString),
+	key("MinNodes", kUint32),
+	key("Nodes", kString),
+	key("OverSubscribe", kString),
+	key("OverTimeLimit", kString),
+	key("PowerDownOnIdle", kBool, added(V2411)),
+	key("PreemptMode", kString),
+	key("Priority", kUint16),
+	key("PriorityJobFactor", kUint16),
+	key("PriorityTier", kUint16),
+	key("QOS", kString),
+	key("ReqResv", kBool),
+	key("ResumeTimeout", kUint16),
+	key("RootOnly", kBool),
+	key("SelectTypeParameters", kString),
+	key("Shared", kString),
+	key("State", kString),
+	key("SuspendTime", kString),
+	key("SuspendTimeout", kUint16),
+	key("Topology", kString, added(V2605)),
+	key("TRESBillingWeights", kString),
+)
 
-var downNodesKeys = map[string]keyInfo{
-	"reason": {"Reason", kString},
-	"state":  {"State", kString},
-}
+var downNodesKeys = table(
+	key("Reason", kString),
+	key("State", kString),
+)
 
-var nodeSetKeys = map[string]keyInfo{
-	"feature": {"Feature", kString},
-	"nodes":   {"Nodes", kString},
-}
+var nodeSetKeys = table(
+	key("Feature", kString),
+	key("Nodes", kString),
+)
 
-var frontendKeys = map[string]keyInfo{
-	"allowgroups":  {"AllowGroups", kString},
-	"allowusers":   {"AllowUsers", kString},
-	"denygroups":   {"DenyGroups", kString},
-	"denyusers":    {"DenyUsers", kString},
-	"frontendaddr": {"FrontendAddr", kString},
-	"port":         {"Port", kUint16},
-	"reason":       {"Reason", kString},
-	"state":        {"State", kString},
-}
+// frontendKeys: 22.05 and 24.11 know FrontendName lines, but Debian builds
+// without front-end support and every FrontendName line is fatal there;
+// only a lenient read parses them.
+var frontendKeys = table(
+	key("AllowGroups", kString),
+	key("AllowUsers", kString),
+	key("DenyGroups", kString),
+	key("DenyUsers", kString),
+	key("FrontendAddr", kString),
+	key("Port", kUint16),
+	key("Reason", kString),
+	key("State", kString),
+)
+
+// powerActionKeys are the keys of a PowerAction line (26.05
+// _parse_power_action).
+var powerActionKeys = table(
+	key("Location", kString),
+	key("Program", kString),
+)
 
 // slurmctldHostKeys is empty: nothing may follow SlurmctldHost=name(addr).
-var slurmctldHostKeys = map[string]keyInfo{}
+var slurmctldHostKeys = table()

@@ -60,7 +60,7 @@ func ParseNodeLine(s string) (*Node, error) {
 	if kv, ok := matchKeyValue(text); ok && strings.EqualFold(kv.key, "NodeName") {
 		name, text = kv.value, kv.rest
 	}
-	p := &parser{nodeDefault: map[string]string{}}
+	p := &parser{rel: release{V2205}, nodeDefault: map[string]string{}}
 	rest, err := p.parseSection("NodeName", name, text, pos{file: "--conf", line: 1})
 	if err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func buildTemplate(s *section, warn func(string, ...any)) nodeTemplate {
 		n.Sockets = 1
 	}
 	if !noSPB && !noSockets {
-		warn("NodeNames=%s Sockets=# and SocketsPerBoard=# is invalid, using SocketsPerBoard", name)
+		warn("NodeNames=%s Sockets=# and SocketsPerBoard=# is invalid , using SocketsPerBoard", name)
 		noSockets = true
 	}
 	if n.Boards == 0 {
@@ -251,14 +251,18 @@ func buildTemplate(s *section, warn func(string, ...any)) nodeTemplate {
 	return t
 }
 
-// validNodeState is state_str2int's acceptance test.
-func validNodeState(s string) bool {
+// validNodeState is state_str2int's acceptance test (22.05 also takes
+// EXTERNAL...).
+func validNodeState(s string, r release) bool {
 	for _, st := range []string{"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"} {
 		if strings.EqualFold(s, st) {
 			return true
 		}
 	}
 	u := strings.ToUpper(s)
+	if strings.HasPrefix(u, "EXTERNAL") && !r.atLeast(V2411) {
+		return true
+	}
 	return strings.HasPrefix(u, "CLOUD") || strings.HasPrefix(u, "DRAIN") || strings.HasPrefix(u, "FAIL")
 }
 
@@ -271,39 +275,41 @@ func atoiPort(s string) (uint16, bool) {
 	return uint16(n), true
 }
 
-// nodes expands every NodeName line (multiple-slurmd rules, see doc.go).
+// nodes expands every NodeName line as expand_nodeline_info (node_conf.c)
+// does: the multiple-slurmd rules of doc.go; 24.11 also wants one
+// NodeHostname or one per name.
 func (b *builder) nodes() error {
-	c := b.c
+	c, r := b.c, b.r
 	c.nodeByName = map[string]*Node{}
 	c.nodeByHost = map[string]*Node{}
 	for i := range b.p.nodes {
 		s := &b.p.nodes[i]
-		bad := func(format string, args ...any) error {
-			return perr(s.file, s.line, ErrInvalid, format, args...)
+		fatal := func(format string, args ...any) error {
+			return pfatal(s.file, s.line, ErrInvalid, format, args...)
 		}
-		t := buildTemplate(s, b.warn)
+		// Its warnings were logged when the line was parsed.
+		t := buildTemplate(s, func(string, ...any) {})
 		if t.names == "" {
-			return bad("Empty NodeName in config.")
+			return fatal("Empty NodeName in config.")
 		}
-		if t.n.State != "" && !validNodeState(t.n.State) {
-			return bad("Invalid state %s from %s", t.n.State, t.names)
+		if t.n.State != "" && !validNodeState(t.n.State, r) {
+			return &ParseError{File: s.file, Line: s.line, Err: ErrInvalid,
+				Msg:   fmt.Sprintf("node %s has invalid state %s", t.names, t.n.State),
+				Fatal: fmt.Sprintf("Invalid state %s from %s", t.n.State, t.names)}
 		}
 		expand := func(what, expr string) ([]string, error) {
 			h, err := hostlist.Expand(expr)
 			if err != nil {
-				return nil, bad("Unable to create %s list from %s: %v", what, expr, err)
+				return nil, fatal("Unable to create %s list from %s", what, expr)
 			}
 			return h, nil
 		}
-		names, err := expand("NodeName", t.names)
-		if err != nil {
-			return err
-		}
-		hosts, err := expand("NodeHostname", t.hostnames)
-		if err != nil {
-			return err
-		}
+		// The lists in node_conf.c's order, which picks the error.
 		addrs, err := expand("NodeAddr", t.addrs)
+		if err != nil {
+			return err
+		}
+		names, err := expand("NodeName", t.names)
 		if err != nil {
 			return err
 		}
@@ -313,6 +319,10 @@ func (b *builder) nodes() error {
 				return err
 			}
 		}
+		hosts, err := expand("NodeHostname", t.hostnames)
+		if err != nil {
+			return err
+		}
 		portExpr := t.port
 		if portExpr != "" && portExpr[0] != '[' && strings.ContainsAny(portExpr, "-,") {
 			portExpr = "[" + portExpr + "]"
@@ -321,14 +331,24 @@ func (b *builder) nodes() error {
 		if err != nil {
 			return err
 		}
-		if len(addrs) != len(names) && len(addrs) != 1 {
-			return bad("NodeAddr count must equal that of NodeName records of there must be no more than one")
-		}
-		if len(bcast) > 0 && len(bcast) != len(names) && len(bcast) != 1 {
-			return bad("BcastAddr count must equal that of NodeName records, or there must be no more than one")
-		}
-		if len(ports) != len(names) && len(ports) > 1 {
-			return bad("Port count must equal that of NodeName records or there must be no more than one (%d != %d)", len(ports), len(names))
+		switch {
+		case len(addrs) != len(names) && len(addrs) != 1:
+			switch {
+			case r.atLeast(V2605):
+				return fatal("NodeAddr count must equal that of NodeName records or there must be no more than one")
+			case r.atLeast(V2411):
+				return fatal("NodeAddr count must equal that of NodeName records or  there must be no more than one")
+			}
+			return fatal("NodeAddr count must equal that of NodeName records of there must be no more than one")
+		case len(bcast) > 1 && len(bcast) != len(names):
+			if r.atLeast(V2411) {
+				return fatal("BcastAddr count must equal that of NodeName records or there must be no more than one")
+			}
+			return fatal("BcastAddr count must equal that of NodeName records, or there must be no more than one")
+		case len(hosts) != len(names) && len(hosts) != 1 && r.check(V2411, 0):
+			return fatal("NodeHostname count must equal that of NodeName records or there must be no more than one")
+		case len(ports) != len(names) && len(ports) > 1:
+			return fatal("Port count must equal that of NodeName records or there must be no more than one (%d != %d)", len(ports), len(names))
 		}
 		port := c.SlurmdPort
 		for k, name := range names {
@@ -344,13 +364,13 @@ func (b *builder) nodes() error {
 			if k < len(ports) {
 				p, ok := atoiPort(ports[k])
 				if !ok {
-					return bad("Invalid Port %s", t.port)
+					return fatal("Invalid Port %s", t.port)
 				}
 				port = p
 			}
 			n.Port = port
 			if _, dup := c.nodeByName[name]; dup {
-				return bad("Duplicated NodeName %s in the config file", name)
+				return fatal("Duplicated NodeName %s in the config file", name)
 			}
 			np := &n
 			c.nodes = append(c.nodes, np)

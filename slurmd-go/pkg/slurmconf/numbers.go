@@ -1,9 +1,13 @@
 package slurmconf
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 )
 
 // Slurm's "unlimited" markers for each integer width.
@@ -70,7 +74,8 @@ func hexVal(c byte) uint64 {
 }
 
 // parseUint is s_p_handle_uint16/32/64: strtoul base 0, an optional k/K
-// (x1024) for 32 and 64 bits, UNLIMITED/INFINITE, no negatives.
+// (x1024) for 32 and 64 bits, UNLIMITED/INFINITE, no negatives. Messages
+// are parse_value.c's, spelling quirks included.
 func parseUint(key, value string, bits int) (uint64, error) {
 	max := uint64(1)<<bits - 1
 	if bits == 64 {
@@ -85,15 +90,20 @@ func parseUint(key, value string, bits int) (uint64, error) {
 		if strings.EqualFold(value, "UNLIMITED") || strings.EqualFold(value, "INFINITE") {
 			return max, nil
 		}
-		return 0, fmt.Errorf("%s value %q is not a valid number", key, value)
+		if bits == 16 {
+			return 0, fmt.Errorf("%s value \"%s\" is not a valid number", key, value)
+		}
+		return 0, fmt.Errorf("%s value (%s) is not a valid number", key, value)
 	}
 	switch {
 	case overflow:
-		return 0, fmt.Errorf("%s value %q is out of range", key, value)
+		return 0, fmt.Errorf("%s value (%s) is out of range", key, value)
 	case strings.HasPrefix(value, "-"):
-		return 0, fmt.Errorf("%s value %q is less than zero", key, value)
+		return 0, fmt.Errorf("%s value (%s) is less than zero", key, value)
+	case v > max && bits == 16:
+		return 0, fmt.Errorf("%s value (%s) is greater than 65535", key, value)
 	case v > max:
-		return 0, fmt.Errorf("%s value %q is greater than %d", key, value, max)
+		return 0, fmt.Errorf("%s value (%s) is greater than 4294967295", key, value)
 	}
 	return v, nil
 }
@@ -105,10 +115,10 @@ func parseLong(key, value string) (int64, error) {
 		if strings.EqualFold(value, "UNLIMITED") || strings.EqualFold(value, "INFINITE") {
 			return Infinite32, nil
 		}
-		return 0, fmt.Errorf("%s value %q is not a valid number", key, value)
+		return 0, fmt.Errorf("\"%s\" is not a valid number", value)
 	}
 	if overflow || (int64(v) < 0) != strings.HasPrefix(strings.TrimLeft(value, " \t"), "-") {
-		return 0, fmt.Errorf("%s value %q is out of range", key, value)
+		return 0, fmt.Errorf("\"%s\" is out of range", value)
 	}
 	return int64(v), nil
 }
@@ -121,23 +131,57 @@ func parseBool(key, value string) (bool, error) {
 	case "no", "down", "false", "0":
 		return false, nil
 	}
-	return false, fmt.Errorf("%q is not a valid option for %q", value, key)
+	return false, fmt.Errorf("\"%s\" is not a valid option for \"%s\"", value, key)
+}
+
+// parseFloat is s_p_handle_float: strtof over the whole value,
+// UNLIMITED/INFINITE as +Inf.
+func parseFloat(key, value string) (float32, error) {
+	s := strings.TrimLeft(value, " \t\n\v\f\r")
+	lo := strings.ToLower(s)
+	if strings.HasPrefix(strings.TrimLeft(lo, "+-"), "0x") && !strings.Contains(lo, "p") {
+		s += "p0" // C takes hex floats without an exponent, strconv does not
+	}
+	f, err := strconv.ParseFloat(s, 32)
+	var ne *strconv.NumError
+	switch {
+	case err == nil && s != "" && !strings.Contains(s, "_"):
+		return float32(f), nil
+	case strings.EqualFold(value, "UNLIMITED") || strings.EqualFold(value, "INFINITE"):
+		return float32(math.Inf(1)), nil
+	case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+		return 0, fmt.Errorf("%s value (%s) is out of range", key, value)
+	}
+	return 0, fmt.Errorf("%s value (%s) is not a valid number", key, value)
+}
+
+// suspendTimeOK is _parse_suspend_time (24.11): NONE, INFINITE, -1, or
+// what strtoul(s, NULL, 10) reads as at most UINT32_MAX ("abc" is 0, a
+// negative number wraps past it).
+func suspendTimeOK(s string) bool {
+	if strings.EqualFold(s, "NONE") || strings.EqualFold(s, "INFINITE") || s == "-1" {
+		return true
+	}
+	v, _ := cparse.Strtoul(s)
+	return v <= math.MaxUint32
 }
 
 // checkValue type-checks a value as the C parser does before storing it.
-func checkValue(ki keyInfo, value string) error {
+func checkValue(name string, k kind, value string) error {
 	var err error
-	switch ki.kind {
+	switch k {
 	case kUint16:
-		_, err = parseUint(ki.name, value, 16)
+		_, err = parseUint(name, value, 16)
 	case kUint32:
-		_, err = parseUint(ki.name, value, 32)
+		_, err = parseUint(name, value, 32)
 	case kUint64:
-		_, err = parseUint(ki.name, value, 64)
+		_, err = parseUint(name, value, 64)
 	case kLong:
-		_, err = parseLong(ki.name, value)
+		_, err = parseLong(name, value)
 	case kBool:
-		_, err = parseBool(ki.name, value)
+		_, err = parseBool(name, value)
+	case kFloat:
+		_, err = parseFloat(name, value)
 	}
 	return err
 }

@@ -117,7 +117,7 @@ func TestParse_Errors(t *testing.T) {
 		want     error
 		wantMsg  string
 	}{
-		{"two keys on a line", "ClusterName=a SlurmdPort=1\nSlurmctldHost=c\n", 1, ErrSyntax, `Parse error: " SlurmdPort=1"`},
+		{"two keys on a line", "ClusterName=a SlurmdPort=1\nSlurmctldHost=c\n", 1, ErrSyntax, `Parse error in file t.conf line 1: " SlurmdPort=1"`},
 		{"not key=value", head + "\n\nhello world\n", 5, ErrSyntax, "hello world"},
 		{"empty value", head + "Epilog=\n", 3, ErrSyntax, "Epilog="},
 		{"unknown key", head + "Bogus=1\n", 3, ErrUnknownKey, "Bogus"},
@@ -139,7 +139,7 @@ func TestParse_Errors(t *testing.T) {
 		{"addr count", head + "NodeName=n[1-3] NodeAddr=a,b\n", 3, ErrInvalid, "NodeAddr count"},
 		{"bad port", head + "NodeName=n1 Port=http\n", 3, ErrInvalid, "Invalid Port"},
 		{"bad state", head + "NodeName=n1 State=HAPPY\n", 3, ErrInvalid, "state"},
-		{"bad hostlist", head + "NodeName=n[1-\n", 3, ErrInvalid, "NodeName list"},
+		{"bad hostlist", head + "NodeName=n[1-\n", 3, ErrInvalid, "NodeAddr list from n[1-"},
 		{"duplicate node", head + "NodeName=n1\nNodeName=n[0-1]\n", 4, ErrInvalid, "Duplicated"},
 		{"bad PrologFlags", head + "PrologFlags=Sometimes\n", 3, ErrInvalid, "PrologFlag"},
 		{"NoHold with Contain", head + "PrologFlags=NoHold,Contain\n", 3, ErrInvalid, "NoHold"},
@@ -459,25 +459,51 @@ func TestHashLine_SignExtends(t *testing.T) {
 	}
 }
 
-func FuzzParse(f *testing.F) {
-	for _, s := range []string{head, head + "NodeName=n[1-3] CPUs=2 Port=1-3 NodeAddr=a\n", "Include x\n", "a=\"b c\" d\n", "NodeName=n1 \\\n CPUs=1\n", "#\\\\\n"} {
-		f.Add(s)
-	}
-	files, _ := filepath.Glob("testdata/*/*.conf")
+// fuzzEveryRelease reads any text as every release and leniently: no
+// crash, and every error is a *ParseError.
+func fuzzEveryRelease(f *testing.F, name string, read func(s, path string, v uint16) error) {
+	f.Fuzz(func(t *testing.T, s string) {
+		path := filepath.Join(t.TempDir(), name)
+		for _, v := range append([]uint16{Lenient}, Versions...) {
+			var pe *ParseError
+			if err := read(s, path, v); err != nil && !errors.As(err, &pe) {
+				t.Fatalf("%s: error %v is not a *ParseError", Release(v), err)
+			}
+		}
+	})
+}
+
+func addFiles(f *testing.F, glob string) {
+	files, _ := filepath.Glob(glob)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(string(b))
 		}
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := Parse(strings.NewReader(s), filepath.Join(t.TempDir(), "f.conf"))
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{head, head + "NodeName=n[1-3] CPUs=2 Port=1-3 NodeAddr=a\n", "Include x\n", "a=\"b c\" d\n", "NodeName=n1 \\\n CPUs=1\n", "#\\\\\n"} {
+		f.Add(s)
+	}
+	addFiles(f, "testdata/*/*.conf")
+	fuzzEveryRelease(f, "f.conf", func(s, path string, v uint16) error {
+		c, err := Parse(strings.NewReader(s), path, Options{Version: v})
 		if err == nil {
-			_ = render(c)
-			return
+			_ = render(c, v)
 		}
-		var pe *ParseError
-		if !errors.As(err, &pe) {
-			t.Fatalf("error %v is not a *ParseError", err)
+		return err
+	})
+}
+
+func FuzzParseCgroup(f *testing.F) {
+	addFiles(f, "testdata/cgroup/*/*.conf")
+	f.Add("AllowedRAMSpace=0x1p3\nMaxSwapPercent=inf\nMinRAMSpace=1k\n")
+	fuzzEveryRelease(f, "cgroup.conf", func(s, path string, v uint16) error {
+		c, err := ParseCgroup(strings.NewReader(s), path, Options{Version: v})
+		if err == nil {
+			_ = renderCgroup(c, v)
 		}
+		return err
 	})
 }

@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
+)
+
+// printConfError writes a configuration error the way stock slurmd logs it
+// at start ("error: <cause>", then "fatal: Unable to process configuration
+// file"), the cause located as file:line.
+func printConfError(w io.Writer, err error) {
+	var pe *slurmconf.ParseError
+	if !errors.As(err, &pe) {
+		fmt.Fprintf(w, "slurmd-go: fatal: %v\n", err)
+		return
+	}
+	for i, l := range pe.Lines() {
+		if i == 0 {
+			level, _, _ := strings.Cut(l, ": ")
+			l = level + ": " + pe.Error()
+		}
+		fmt.Fprintf(w, "slurmd-go: %s\n", l)
+	}
+}
+
+// printConfWarnings writes what slurmd logs about slurm.conf and
+// cgroup.conf and carries on (defunct keys, values it resets).
+func printConfWarnings(w io.Writer, cfg *config.Config) {
+	for _, x := range confWarnings(cfg) {
+		fmt.Fprintf(w, "slurmd-go: %s: %s:%d: %s\n", x.Level, x.File, x.Line, x.Msg)
+	}
+}
+
+// logConfWarnings is printConfWarnings for a reconfigure, into the log.
+func logConfWarnings(log hclog.Logger, cfg *config.Config) {
+	for _, x := range confWarnings(cfg) {
+		switch x.Level {
+		case "error":
+			log.Error(x.Msg, "file", x.File, "line", x.Line)
+		case "warning":
+			log.Warn(x.Msg, "file", x.File, "line", x.Line)
+		default:
+			log.Info(x.Msg, "file", x.File, "line", x.Line)
+		}
+	}
+}
+
+func confWarnings(cfg *config.Config) []slurmconf.Warning {
+	ws := append([]slurmconf.Warning(nil), cfg.Conf.Warnings...)
+	if cfg.Cgroup != nil {
+		ws = append(ws, cfg.Cgroup.Warnings...)
+	}
+	return ws
+}
