@@ -49,8 +49,14 @@ var ErrNoNodeName = errors.New("config: cannot determine this node's NodeName")
 
 // Load reads slurm.conf and the cgroup.conf beside it as Slurm 22.05's
 // slurmd does, and resolves them for this node.
-func Load(f Flags) (*Config, error) {
-	conf, err := slurmconf.Load(f.ConfFile)
+func Load(f Flags) (*Config, error) { return LoadAs(f, slurmconf.V2205) }
+
+// LoadAs is Load as the slurmd of release version reads the files
+// (slurmconf.V2205, V2411, V2605), or leniently (slurmconf.Lenient: what
+// any of them accepts), which is how the daemon reads them before it knows
+// its controller's release.
+func LoadAs(f Flags, version uint16) (*Config, error) {
+	conf, err := slurmconf.Load(f.ConfFile, slurmconf.Options{Version: version})
 	if err != nil {
 		return nil, err
 	}

@@ -99,9 +99,10 @@ type Daemon struct {
 	tresMu      sync.Mutex
 	tres        []slurmproto.TRESRec // guarded by tresMu
 
-	regKick  chan struct{}
-	stop     context.CancelFunc
-	reconfig chan struct{}
+	regKick     chan struct{}
+	releaseKick chan struct{} // the controller's release changed
+	stop        context.CancelFunc
+	reconfig    chan struct{}
 }
 
 // Main runs the daemon for the command line flags and returns the exit code.
@@ -110,7 +111,9 @@ func Main(ctx context.Context, f config.Flags) int {
 		fmt.Println("slurm " + versionString(slurmproto.Spoken()[0]))
 		return 0
 	}
-	cfg, err := config.Load(f)
+	// Until the controller's release is known the files are read as any
+	// release would read them; run reads them again as that release.
+	cfg, err := config.LoadAs(f, startRelease())
 	if err != nil && !f.PrintConfig {
 		printConfError(os.Stderr, err)
 		return 1
@@ -137,7 +140,7 @@ func Main(ctx context.Context, f config.Flags) int {
 	}
 	if err := d.run(ctx); err != nil {
 		d.log.Error("fatal", "error", err)
-		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		printConfError(os.Stderr, err)
 		return 1
 	}
 	return 0
@@ -149,11 +152,12 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		log:       log.With("node", cfg.NodeName),
-		logCloser: closer,
-		started:   time.Now(),
-		regKick:   make(chan struct{}, 1),
-		reconfig:  make(chan struct{}, 1),
+		log:         log.With("node", cfg.NodeName),
+		logCloser:   closer,
+		started:     time.Now(),
+		regKick:     make(chan struct{}, 1),
+		releaseKick: make(chan struct{}, 1),
+		reconfig:    make(chan struct{}, 1),
 	}
 	d.cfg.Store(cfg)
 	d.wantResp.Store(true)
@@ -196,15 +200,42 @@ func (d *Daemon) settings(cfg *config.Config) rpc.Settings {
 		ReplyVersion: d.ctld.Version}
 }
 
+// pinnedRelease is the release ProtocolEnv names (0 if none, or one
+// slurmd-go does not speak).
+func pinnedRelease() (uint16, error) {
+	s := os.Getenv(ProtocolEnv)
+	if s == "" {
+		return 0, nil
+	}
+	v, err := slurmproto.ParseRelease(s)
+	if err != nil || !slurmproto.Speaks(v) {
+		return 0, fmt.Errorf("daemon: %s=%q: not a release slurmd-go speaks (%s)", ProtocolEnv, s, releaseList())
+	}
+	return v, nil
+}
+
+// startRelease is how slurm.conf is read at start: as the pinned release,
+// else leniently.
+func startRelease() uint16 {
+	if v, err := pinnedRelease(); err == nil && v != 0 {
+		return v
+	}
+	return slurmconf.Lenient
+}
+
+// StartNegotiateTimeout bounds the wait for the controller's release at
+// start; a controller that is down is followed later by registration.
+const StartNegotiateTimeout = 10 * time.Second
+
 // setupProtocol pins the release from ProtocolEnv, or has the controller
 // client try the one an earlier daemon negotiated first, and saves every
-// release it settles on.
+// release it settles on (and re-reads the configuration as that release).
 func (d *Daemon) setupProtocol(spool string) error {
-	if s := os.Getenv(ProtocolEnv); s != "" {
-		v, err := slurmproto.ParseRelease(s)
-		if err != nil || !slurmproto.Speaks(v) {
-			return fmt.Errorf("daemon: %s=%q: not a release slurmd-go speaks (%s)", ProtocolEnv, s, releaseList())
-		}
+	v, err := pinnedRelease()
+	if err != nil {
+		return err
+	}
+	if v != 0 {
 		d.ctld.Pin(v)
 		d.log.Info("protocol pinned", "release", slurmproto.ReleaseName(v), "by", ProtocolEnv)
 		return nil
@@ -224,7 +255,26 @@ func (d *Daemon) setupProtocol(spool string) error {
 		if err != nil {
 			d.log.Warn("cannot save the negotiated release", "path", path, "error", err)
 		}
+		select {
+		case d.releaseKick <- struct{}{}:
+		default:
+		}
 	}
+	return nil
+}
+
+// adoptRelease reads the configuration again as the slurmd of the
+// controller's release does, unless that is how it was read. An error is
+// the same fatal error that release's slurmd stops with at start.
+func (d *Daemon) adoptRelease() error {
+	v := d.ctld.Version()
+	if v == 0 || d.config().Conf.Version == v {
+		return nil
+	}
+	if err := d.reloadAs(v); err != nil {
+		return err
+	}
+	d.log.Info("configuration read as the controller's release", "release", slurmproto.ReleaseName(v))
 	return nil
 }
 
@@ -272,6 +322,15 @@ func (d *Daemon) run(parent context.Context) error {
 	if err := d.setupProtocol(cfg.SpoolDir); err != nil {
 		return err
 	}
+	nctx, cancel := context.WithTimeout(ctx, StartNegotiateTimeout)
+	if _, err := d.ctld.Negotiate(nctx); err != nil {
+		d.log.Warn("slurmctld's release is not known yet; reading slurm.conf as any release would until it is", "error", err)
+	}
+	cancel()
+	if err := d.adoptRelease(); err != nil {
+		return err
+	}
+	cfg = d.config()
 	stepd, err := stepdPath()
 	if err != nil {
 		return err
@@ -307,6 +366,7 @@ func (d *Daemon) run(parent context.Context) error {
 	// an earlier daemon so that the registration does not list them.
 	d.jobs.Recover(ctx, cfg.Flags.CleanStart)
 
+	var runErr error
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -331,6 +391,13 @@ loop:
 			break loop
 		case <-d.reconfig:
 			d.reload()
+		case <-d.releaseKick:
+			if err := d.adoptRelease(); err != nil {
+				// As that release's slurmd would have at start.
+				d.log.Error("slurm.conf is not valid for the controller's release", "error", err)
+				runErr = err
+				break loop
+			}
 		}
 	}
 	stop()
@@ -347,7 +414,7 @@ loop:
 		d.log.Warn("cannot remove pid file", "error", err)
 	}
 	d.log.Info("slurmd-go shutdown completing")
-	return nil
+	return runErr
 }
 
 // StepdEnv overrides where the step manager binary is; by default it is
@@ -398,14 +465,21 @@ func (d *Daemon) adoptConfig(cfg *config.Config, hw hostinfo.Info) error {
 	return nil
 }
 
-// reload re-reads slurm.conf (SIGHUP or REQUEST_RECONFIGURE). A broken file
-// keeps the running configuration and says why.
+// reload re-reads slurm.conf (SIGHUP or REQUEST_RECONFIGURE) as the
+// release it was read as. A broken file keeps the running configuration and
+// says why.
 func (d *Daemon) reload() {
-	old := d.config()
-	cfg, err := config.Load(old.Flags)
-	if err != nil {
+	if err := d.reloadAs(d.config().Conf.Version); err != nil {
 		d.log.Error("reconfigure failed, keeping the running configuration", "error", err)
-		return
+	}
+}
+
+// reloadAs reads slurm.conf as release version and adopts it.
+func (d *Daemon) reloadAs(version uint16) error {
+	old := d.config()
+	cfg, err := config.LoadAs(old.Flags, version)
+	if err != nil {
+		return err
 	}
 	logConfWarnings(d.log, cfg)
 	if cfg.Port != old.Port {
@@ -413,18 +487,26 @@ func (d *Daemon) reload() {
 	}
 	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
 	if err != nil {
-		d.log.Error("reconfigure: cannot probe hardware, keeping the running configuration", "error", err)
-		return
+		return fmt.Errorf("cannot probe hardware: %w", err)
 	}
 	if err := d.adoptConfig(cfg, hw); err != nil {
-		d.log.Error("reconfigure failed, keeping the running configuration", "error", err)
-		return
+		return err
 	}
 	d.hwMu.Lock()
 	d.hw = hw
 	d.hwMu.Unlock()
-	d.disp.SetSettings(d.settings(cfg))
+	if d.disp != nil {
+		d.disp.SetSettings(d.settings(cfg))
+	}
 	d.log.SetLevel(logging.Level(int(cfg.Conf.SlurmdDebug), cfg.Flags.Verbose))
-	d.log.Info("reconfigured", "conf", cfg.Flags.ConfFile)
+	d.log.Info("reconfigured", "conf", cfg.Flags.ConfFile, "read_as", releaseOrLenient(version))
 	d.Reregister()
+	return nil
+}
+
+func releaseOrLenient(v uint16) string {
+	if v == slurmconf.Lenient {
+		return "any release"
+	}
+	return slurmproto.ReleaseName(v)
 }
