@@ -99,7 +99,20 @@ func (d *Daemon) Shutdown() {
 }
 
 // HealthCheck implements handlers.Node.
-func (d *Daemon) HealthCheck() {
+func (d *Daemon) HealthCheck() { d.healthCheck("") }
+
+// HealthCheckVerdict implements handlers.Node.
+func (d *Daemon) HealthCheckVerdict(healthy bool) {
+	if healthy {
+		d.healthCheck("yes")
+	} else {
+		d.healthCheck("no")
+	}
+}
+
+// healthCheck runs HealthCheckProgram; verdict, if set, is exported as
+// SLURM_NODE_IS_HEALTHY (26.05 run_script_health_check).
+func (d *Daemon) healthCheck(verdict string) {
 	prog := d.config().Conf.HealthCheckProgram
 	if prog == "" {
 		return
@@ -107,7 +120,11 @@ func (d *Daemon) HealthCheck() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), HealthCheckTimeout)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, prog).CombinedOutput()
+		cmd := exec.CommandContext(ctx, prog)
+		if verdict != "" {
+			cmd.Env = append(os.Environ(), "SLURM_NODE_IS_HEALTHY="+verdict)
+		}
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			d.log.Error("HealthCheckProgram failed", "program", prog, "error", err, "output", strings.TrimSpace(string(out)))
 			return

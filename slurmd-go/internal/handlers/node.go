@@ -25,6 +25,10 @@ type Node interface {
 	Shutdown()
 	// HealthCheck starts HealthCheckProgram in the background.
 	HealthCheck()
+	// HealthCheckVerdict is HealthCheck with slurmctld's verdict on the
+	// node (26.05 REQUEST_NODE_HEALTH_CHECK), which the program sees as
+	// SLURM_NODE_IS_HEALTHY=yes|no.
+	HealthCheckVerdict(healthy bool)
 	// Reboot runs RebootProgram (with features when given).
 	Reboot(req *slurmproto.RebootNodesRequest)
 }
@@ -45,6 +49,10 @@ func NodeRoutes(n Node) rpc.Registry {
 		slurmproto.RequestNodeRegistrationStatus: {Handle: ping, Privileged: true, FromCtld: true},
 		slurmproto.RequestHealthCheck: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			n.HealthCheck()
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestNodeHealthCheck: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			n.HealthCheckVerdict(req.Body.(*slurmproto.NodeHealthCheck).Healthy)
 			return rpc.RC(0), nil
 		}},
 		slurmproto.RequestAcctGatherUpdate: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
