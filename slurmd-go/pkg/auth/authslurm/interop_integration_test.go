@@ -396,4 +396,3 @@ func grepLines(s string, words ...string) string {
 	}
 	return out.String()
 }
-
