@@ -55,8 +55,20 @@ const logWait = 20 * time.Second
 // countingService is the real Auth with a record of who asked.
 type countingService struct {
 	*authslurm.Auth
-	mu      sync.Mutex
-	creates map[uint32]int // peer uid -> CREATEs
+	mu               sync.Mutex
+	creates          map[uint32]int // peer uid -> CREATEs
+	verifies, failed int            // VERIFYs, and those refused
+}
+
+func (s *countingService) VerifySACK(ctx context.Context, token string, uid uint32) error {
+	err := s.Auth.VerifySACK(ctx, token, uid)
+	s.mu.Lock()
+	s.verifies++
+	if err != nil {
+		s.failed++
+	}
+	s.mu.Unlock()
+	return err
 }
 
 func (s *countingService) MintSACK(ctx context.Context, uid, gid, ruid uint32, data []byte) (string, error) {
@@ -143,7 +155,15 @@ func interop(t *testing.T, rel release) {
 		if svc.count(0) == 0 || svc.count(65534) == 0 {
 			t.Fatalf("our SACK minted %d tokens for root, %d for nobody", svc.count(0), svc.count(65534))
 		}
-		t.Logf("our SACK server minted %d tokens for root, %d for nobody", svc.count(0), svc.count(65534))
+		// srun checks the tokens of the messages slurmstepd sends it (task
+		// exits, launch answers) with a VERIFY to the same socket.
+		svc.mu.Lock()
+		verifies, failed := svc.verifies, svc.failed
+		svc.mu.Unlock()
+		if verifies == 0 || failed != 0 {
+			t.Fatalf("our SACK server verified %d tokens, refused %d", verifies, failed)
+		}
+		t.Logf("our SACK server minted %d tokens for root, %d for nobody, verified %d", svc.count(0), svc.count(65534), verifies)
 	})
 
 	t.Run("a_wrong_key_is_refused", func(t *testing.T) {
