@@ -53,6 +53,25 @@ var (
 	ErrHashMissing   = errors.New("auth: message hash missing")
 )
 
+// Refinements of ErrInvalid for authenticators that can tell these
+// failures apart (auth/slurm's JWTs): errors.Is(err, ErrInvalid) holds for
+// each, so RC and callers that only know ErrInvalid are unchanged.
+var (
+	ErrBadSignature error = &refinedError{"auth: credential signature invalid", ErrInvalid}
+	ErrMalformed    error = &refinedError{"auth: credential malformed", ErrInvalid}
+	ErrWrongContext error = &refinedError{"auth: credential made for another purpose (context)", ErrInvalid}
+	ErrWrongCluster error = &refinedError{"auth: credential made for another cluster", ErrInvalid}
+)
+
+// refinedError is a sentinel that unwraps to a broader one.
+type refinedError struct {
+	msg    string
+	parent error
+}
+
+func (e *refinedError) Error() string { return e.msg }
+func (e *refinedError) Unwrap() error { return e.parent }
+
 // Slurm return codes used by RC (slurm/slurm_errno.h, 22.05).
 const (
 	RCSuccess             uint32 = 0

@@ -14,7 +14,8 @@
 // payload against the exact body bytes (CheckPayload); a sender builds the
 // payload with Payload and encodes it (Authenticator.Encode).
 //
-// Implementations: auth/munge (munged's socket protocol, in Go) and
+// Implementations: auth/munge (munged's socket protocol, in Go),
+// auth/authslurm (24.11+ auth/slurm JWTs; its SACK socket is auth/sack) and
 // auth/authtest (an in-process fake for unit tests). This package itself is
 // pure Go (stdlib + circl's KangarooTwelve).
 package auth

@@ -1,0 +1,264 @@
+package sack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/sack"
+)
+
+var _ sack.Service = (*authslurm.Auth)(nil)
+
+// syncBuf is a log sink the test reads while the server writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+type env struct {
+	path string
+	a    *authslurm.Auth
+	logs *syncBuf
+	c    *sack.Client
+}
+
+// start runs a Server with a real authslurm.Auth on a socket in a temp dir.
+func start(t *testing.T, version uint16, timeout time.Duration) *env {
+	t.Helper()
+	keys, err := authslurm.NewKeySet(false, authslurm.Key{Secret: []byte("sack test key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := authslurm.ProcessIDs()
+	a, err := authslurm.New(authslurm.Config{Keys: keys, ClusterName: "c", Hostname: "h", IDs: &ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuf{}
+	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+	path := filepath.Join(t.TempDir(), "run", "sack.socket")
+	ln, err := sack.Listen(path, uint32(os.Getuid()), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sack.NewServer(sack.ServerConfig{Service: a, Version: version, RequestTimeout: timeout, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &env{path: path, a: a, logs: logs, c: &sack.Client{Paths: []string{path}, Version: version}}
+}
+
+func TestServer_CreateVerify(t *testing.T) {
+	for _, v := range []uint16{authslurm.Version2411, authslurm.Version2605} {
+		e := start(t, v, 0)
+		ctx := context.Background()
+		hash := auth.Payload(v, 1008, nil, auth.HashK12)
+		tok, err := e.c.Create(ctx, 0, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Minted for this process's uid/gid (SO_PEERCRED), context sack.
+		got, err := e.a.Verify(tok, 0, authslurm.ContextSACK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.UID != uint32(os.Getuid()) || got.GID != uint32(os.Getgid()) || !bytes.Equal(got.Payload, hash) || got.RUID != 0 {
+			t.Fatalf("token %+v", got)
+		}
+		if err := e.c.Verify(ctx, tok); err != nil {
+			t.Fatalf("verify own token: %v", err)
+		}
+		// Restricted to another uid: this process may not verify it.
+		other, err := e.c.Create(ctx, 4242, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Verify(ctx, other); !errors.Is(err, sack.ErrRefused) {
+			t.Fatalf("verify of another uid's token: %v", err)
+		}
+		// The answer to a bad token: 24.11 sends 0xffffffff, 26.05 closes.
+		answer := rawRequest(t, e.path, sack.VerifyRequest(v, "not.a.token"))
+		want := []byte{0xff, 0xff, 0xff, 0xff}
+		if v >= authslurm.Version2605 {
+			want = nil
+		}
+		if !bytes.Equal(answer, want) {
+			t.Fatalf("version %#x: answer %x, want %x", v, answer, want)
+		}
+		if !strings.Contains(e.logs.String(), "credential verification failed") {
+			t.Fatalf("no log line for the failed verify:\n%s", e.logs)
+		}
+	}
+}
+
+// rawRequest sends b and returns everything the server answers before it
+// closes the connection.
+func rawRequest(t *testing.T, path string, b []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if len(b) > 0 {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return out
+}
+
+func TestServer_BadRequests(t *testing.T) {
+	e := start(t, authslurm.Version2411, 300*time.Millisecond)
+	be := binary.BigEndian
+	hdr := func(version uint16, length, rpc uint32) []byte {
+		b := be.AppendUint16(nil, version)
+		b = be.AppendUint32(b, length)
+		return be.AppendUint32(b, rpc)
+	}
+	verify := sack.VerifyRequest(0x2A00, "x.y.z")
+	cases := []struct {
+		name string
+		req  []byte
+		log  string
+	}{
+		{"unknown rpc", hdr(0x2A00, 8, 1008), "unexpected rpc:"},
+		{"length shorter than its header", hdr(0x2A00, 4, sack.RPCCreate), "shorter than its own header"},
+		{"length over the bound", hdr(0x2A00, sack.MaxRequest+1, sack.RPCCreate), "over 1048576"},
+		{"CREATE without body", hdr(0x2A00, 8, sack.RPCCreate), "_sack_create: unable to unpack request"},
+		{"CREATE data past the end", append(hdr(0x2A00, 16, sack.RPCCreate), 0, 0, 0, 0, 0, 0, 0, 9), "CREATE data of 9 bytes, 0 left"},
+		{"VERIFY string without NUL", append(hdr(0x2A00, 13, sack.RPCVerify), 0, 0, 0, 1, 'x'), "string without its NUL"},
+		{"VERIFY empty string", append(hdr(0x2A00, 12, sack.RPCVerify), 0, 0, 0, 0), "VERIFY without a token"},
+		{"cut short", verify[:len(verify)-3], "incomplete message"},
+		{"half a header", []byte{0x2a, 0, 0}, "connection closed before a whole header"},
+		{"nothing sent", nil, "connection closed before a whole header"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			if out := rawRequest(t, e.path, tc.req); len(out) != 0 {
+				t.Fatalf("answer %x, want none", out)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("closed after %s, timeout is 300ms", d)
+			}
+			if !strings.Contains(e.logs.String(), tc.log) {
+				t.Fatalf("no %q in the log:\n%s", tc.log, e.logs)
+			}
+			// The server goes on serving.
+			if _, err := e.c.Create(context.Background(), auth.UIDAny, nil); err != nil {
+				t.Fatalf("after %s: %v", tc.name, err)
+			}
+		})
+	}
+}
+
+func TestListen_Socket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "slurm")
+	path := filepath.Join(dir, "sack.socket")
+	ln, err := sack.Listen(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(dir)
+	st, _ := os.Stat(path)
+	if !fi.IsDir() || fi.Mode().Perm() != 0o755 || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o777 {
+		t.Fatalf("dir %v socket %v", fi.Mode(), st.Mode())
+	}
+	ln.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("socket removed on close: %v", err)
+	}
+	// A socket already there (a previous daemon's) is replaced.
+	ln, err = sack.Listen(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	// A directory owned by another non-root user is refused, as stock.
+	if err := os.Chown(dir, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sack.Listen(path, 0, nil); err == nil || !strings.Contains(err.Error(), "exists but is owned by 65534") {
+		t.Fatalf("foreign dir: %v", err)
+	}
+	notDir := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(notDir, nil, 0o600)
+	if _, err := sack.Listen(filepath.Join(notDir, "sack.socket"), 0, nil); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Fatalf("file as dir: %v", err)
+	}
+}
+
+func TestClient_Paths(t *testing.T) {
+	e := start(t, authslurm.Version2605, 0)
+	c := &sack.Client{Paths: []string{filepath.Join(t.TempDir(), "none.socket"), e.path}, Version: authslurm.Version2605}
+	if _, err := c.Create(context.Background(), auth.UIDAny, []byte{1}); err != nil {
+		t.Fatalf("fallback to the second path: %v", err)
+	}
+	c.Paths = c.Paths[:1]
+	if _, err := c.Create(context.Background(), auth.UIDAny, nil); !errors.Is(err, sack.ErrNoSocket) || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("no socket: %v", err)
+	}
+	env := map[string]string{}
+	get := func(k string) string { return env[k] }
+	if p := sack.Paths2605("c1", get); strings.Join(p, " ") != "/run/slurm-c1/sack.socket /run/slurm/sack.socket /run/slurmctld/sack.socket /run/slurmdbd/sack.socket" {
+		t.Fatal(p)
+	}
+	env[sack.EnvSocket] = "/x/s"
+	if p := sack.Paths2605("c1", get); len(p) != 1 || p[0] != "/x/s" {
+		t.Fatal(p)
+	}
+}
+
+func TestWire_Requests(t *testing.T) {
+	// Bytes as stock sack_create/sack_verify pack them.
+	got := sack.CreateRequest(0x2A00, 4294967295, []byte{2, 0xaa})
+	want := []byte{0x2a, 0, 0, 0, 0, 0x12, 0, 0, 0xfa, 0x01, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 2, 2, 0xaa}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("create %x\nwant   %x", got, want)
+	}
+	got = sack.VerifyRequest(0x2D00, "ab")
+	want = []byte{0x2d, 0, 0, 0, 0, 0x0f, 0, 0, 0xfa, 0x02, 0, 0, 0, 3, 'a', 'b', 0}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("verify %x\nwant   %x", got, want)
+	}
+	h, err := sack.ParseHeader(got)
+	if err != nil || h.RPC != sack.RPCVerify || h.BodyLen() != 7 {
+		t.Fatal(h, err)
+	}
+	if tok, err := sack.ParseVerify(got[sack.HeaderLen:]); err != nil || tok != "ab" {
+		t.Fatal(tok, err)
+	}
+}
