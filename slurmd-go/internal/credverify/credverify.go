@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -21,7 +22,10 @@ import (
 // the only uid besides root that may have signed it; Expire is AuthInfo
 // cred_expire.
 type Verifier struct {
-	Auth         auth.Authenticator
+	Auth auth.Authenticator
+	// Launch verifies cred/slurm credentials (a "launch" token); nil when
+	// the cluster signs credentials with munge, and such tokens are refused.
+	Launch       LaunchVerifier
 	SlurmUserUID uint32
 	Expire       time.Duration
 	Now          func() time.Time // nil: time.Now
@@ -29,6 +33,12 @@ type Verifier struct {
 	// and says whether the same step and creation time was seen before, as
 	// slurm_cred_verify's replay check does; nil: no replay check.
 	Seen func(step slurmproto.StepID, ctime, expires time.Time) (replayed bool)
+}
+
+// LaunchVerifier checks a cred/slurm token (authslurm.Auth.VerifyLaunch):
+// signature, expiry, context "launch", restricted to SlurmdUser.
+type LaunchVerifier interface {
+	VerifyLaunch(token string) (*authslurm.Token, error)
 }
 
 // Error is a refused credential with the Slurm code slurmd answers.
@@ -141,8 +151,26 @@ func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks
 }
 
 // signature is cred_p_verify_sign: the munge credential decodes, was made
-// by root or SlurmUser, and carries exactly the signed field bytes.
+// by root or SlurmUser, and carries exactly the signed field bytes; or, for
+// cred/slurm, the launch token verifies (cred_slurm.c cred_p_unpack: only a
+// key holder makes one) and is for the user the fields name.
 func (v *Verifier) signature(ctx context.Context, c *slurmproto.Cred) error {
+	if c.Token != "" {
+		if v.Launch == nil {
+			return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: a cred/slurm credential, but this node's CredType is not cred/slurm")
+		}
+		t, err := v.Launch.VerifyLaunch(c.Token)
+		if err != nil {
+			return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential token: %w", err)
+		}
+		if !bytes.Equal(t.Payload, c.Signed) {
+			return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential token does not carry its fields")
+		}
+		if t.UID != c.UID || t.GID != c.GID {
+			return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential token for uid %d gid %d, fields for %d %d", t.UID, t.GID, c.UID, c.GID)
+		}
+		return nil
+	}
 	sig := bytes.TrimRight(c.Signature, "\x00")
 	if len(sig) == 0 {
 		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential is not signed")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/clusterauth"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/forward"
@@ -35,7 +36,9 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/sack"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -165,18 +168,26 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 		return nil, fmt.Errorf("you are running slurmd as uid %d, not SlurmdUser %s(%d); add SlurmdUser to slurm.conf to run as this user",
 			uid, cfg.Conf.SlurmdUser, cfg.Conf.SlurmdUserID)
 	}
-	m, err := munge.New(munge.Options{Socket: cfg.Conf.AuthInfo.Socket, TTL: cfg.Conf.AuthInfo.TTL, AllowReplay: cfg.MultipleSlurmd})
+	a, err := clusterauth.New(authOptions(cfg, d.log, func() uint16 {
+		if d.ctld != nil {
+			return d.ctld.Version()
+		}
+		return 0
+	}))
 	if err != nil {
-		return nil, fmt.Errorf("daemon: munge: %w", err)
+		return nil, err
 	}
-	// As auth/munge does at start: a munged that lets root read credentials
-	// restricted to others would let any node impersonate users.
-	sctx, cancel := context.WithTimeout(context.Background(), rpc.DefaultAuthTimeout)
-	defer cancel()
-	if err := m.SelfCheck(sctx); err != nil {
-		return nil, fmt.Errorf("daemon: munge self-check: %w", err)
+	if m, ok := a.(*munge.Munge); ok {
+		// As auth/munge does at start: a munged that lets root read
+		// credentials restricted to others would let any node impersonate
+		// users.
+		sctx, cancel := context.WithTimeout(context.Background(), rpc.DefaultAuthTimeout)
+		defer cancel()
+		if err := m.SelfCheck(sctx); err != nil {
+			return nil, fmt.Errorf("daemon: munge self-check: %w", err)
+		}
 	}
-	d.auth = m
+	d.auth = a
 	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: probe hardware: %w", err)
@@ -198,6 +209,52 @@ func (d *Daemon) privileged(uid uint32) bool {
 func (d *Daemon) settings(cfg *config.Config) rpc.Settings {
 	return rpc.Settings{SlurmUID: cfg.Conf.SlurmUserID, SlurmdUID: cfg.Conf.SlurmdUserID, HashPolicy: cfg.HashPolicy(),
 		ReplyVersion: d.ctld.Version}
+}
+
+// authOptions are the auth plugin's settings from slurm.conf; version gives
+// the protocol auth/slurm tokens name (the controller's).
+func authOptions(cfg *config.Config, log hclog.Logger, version func() uint16) clusterauth.Options {
+	c := cfg.Conf
+	return clusterauth.Options{
+		AuthType: c.AuthType, ConfFile: c.File, ClusterName: c.ClusterName, Hostname: cfg.Hostname,
+		MungeSocket: c.AuthInfo.Socket, TTL: c.AuthInfo.TTL, AllowReplay: cfg.MultipleSlurmd,
+		SlurmUserID: c.SlurmUserID, Version: version, Logger: log,
+	}
+}
+
+// SackSocket is where slurmd serves auth/slurm's SACK (sack.c): local
+// srun, scontrol and step managers of jobs on this node get tokens there.
+const SackSocket = "/run/slurm/sack.socket"
+
+// startSack serves SACK for an auth/slurm cluster, unless AuthInfo has
+// disable_sack. As stock, the socket is never removed; the last daemon
+// started on a host owns it.
+func (d *Daemon) startSack(ctx context.Context, cfg *config.Config) (*sack.Server, error) {
+	svc, ok := d.auth.(sack.Service)
+	if !ok || authslurm.ParseAuthInfo(cfg.Conf.AuthInfo.Raw).DisableSACK {
+		return nil, nil
+	}
+	v := d.ctld.Version()
+	owner := cfg.Conf.SlurmUserID // 24.11 _prepare_run_dir
+	if v >= slurmproto.Version2605 {
+		owner = cfg.Conf.SlurmdUserID
+	}
+	ln, err := sack.Listen(SackSocket, owner, d.log)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: sack: %w", err)
+	}
+	srv, err := sack.NewServer(sack.ServerConfig{Service: svc, Version: v, Logger: d.log})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
+			d.log.Error("sack server stopped", "error", err)
+		}
+	}()
+	d.log.Debug("serving sack", "socket", SackSocket)
+	return srv, nil
 }
 
 // pinnedRelease is the release ProtocolEnv names (0 if none, or one
@@ -356,6 +413,14 @@ func (d *Daemon) run(parent context.Context) error {
 		return fmt.Errorf("daemon: unable to bind listen port (%d): %w", cfg.Port, err)
 	}
 	d.srv = srv
+	sackSrv, err := d.startSack(ctx, cfg)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
+	if sackSrv != nil {
+		defer sackSrv.Close()
+	}
 	pf, err := pidfile.Create(cfg.PidFile)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())

@@ -141,6 +141,7 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		SpoolDir:                      cfg.SpoolDir,
 		CtldHosts:                     cfg.CtldHosts,
 		MessageTimeout:                cfg.MessageTimeout(),
+		AuthType:                      c.AuthType,
 		MungeSocket:                   c.AuthInfo.Socket,
 		MungeTTL:                      c.AuthInfo.TTL,
 		MungeAllowReplay:              cfg.MultipleSlurmd,

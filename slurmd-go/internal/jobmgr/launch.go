@@ -79,6 +79,9 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 		return false
 	}
 	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire, Seen: seen}
+	if lv, ok := m.auth.(credverify.LaunchVerifier); ok {
+		v.Launch = lv
+	}
 	chk, err := v.Verify(ctx, msg.Cred, credverify.Want{Step: msg.StepID, UID: msg.UID, GID: msg.GID, NodeName: cfg.NodeName}, tasks, m.nodeCPUs())
 	if err != nil {
 		log.Error("invalid job credential", "requester_uid", reqUID, "host", host, "error", err)

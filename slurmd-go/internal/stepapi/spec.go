@@ -46,6 +46,9 @@ type StartSpec struct {
 
 	CtldHosts      []string      `json:"ctld_hosts"` // host:port, primary first
 	MessageTimeout time.Duration `json:"message_timeout"`
+	// AuthType is slurm.conf's (auth/munge when empty); auth/slurm's keys
+	// are read beside ConfFile.
+	AuthType string `json:"auth_type,omitempty"`
 	// Munge and CommunicationParameters, as the daemon uses them.
 	MungeSocket      string `json:"munge_socket"`
 	MungeTTL         int    `json:"munge_ttl"`

@@ -15,11 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/cgroup"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/clusterauth"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
-	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -176,9 +176,14 @@ func waitAck(in *os.File, timeout time.Duration) bool {
 	return err == nil && n == 1
 }
 
-// newCtld is the slurmctld client of the step manager: munge from the spec.
+// newCtld is the slurmctld client of the step manager, with the cluster's
+// auth plugin from the spec.
 func newCtld(spec *stepapi.StartSpec, log hclog.Logger) (CtldCaller, error) {
-	m, err := munge.New(munge.Options{Socket: spec.MungeSocket, TTL: spec.MungeTTL, AllowReplay: spec.MungeAllowReplay, Logger: log})
+	m, err := clusterauth.New(clusterauth.Options{
+		AuthType: spec.AuthType, ConfFile: spec.ConfFile, ClusterName: spec.ClusterName, Hostname: spec.Hostname,
+		MungeSocket: spec.MungeSocket, TTL: spec.MungeTTL, AllowReplay: spec.MungeAllowReplay,
+		SlurmUserID: spec.SlurmUserUID, Version: func() uint16 { return spec.ProtocolVersion }, Logger: log,
+	})
 	if err != nil {
 		return nil, err
 	}
