@@ -1,8 +1,11 @@
-// Package slurmproto is a pure-Go codec for the Slurm RPC wire format as
-// spoken by Slurm 22.05 daemons (protocol 0x2600), including the 20.11 and
-// 21.08 header layouts (0x2400, 0x2500) that slurmctld still uses towards
-// nodes it has not heard from. It does no I/O except ReadFrame/WriteFrame
-// and imports only the standard library.
+// Package slurmproto is a pure-Go codec for the Slurm RPC wire format of
+// the node daemon of Slurm 22.05 (protocol 0x2600), 24.11 (0x2A00) and
+// 26.05 (0x2D00), including the older header versions controllers use
+// towards nodes they have not heard from (20.11 and 21.08 from 22.05,
+// 23.02 from 24.11, 23.11 and 24.05 from 25.x). The release is threaded
+// through every call, never assumed; release.go says which releases are
+// spoken in full. It does no I/O except ReadFrame/WriteFrame and imports
+// only the standard library.
 //
 // # Frame layout
 //
@@ -13,8 +16,12 @@
 //	                 u16 ret_cnt [ret_cnt × {u32 err, u16 type, str node, body}],
 //	                 slurm_addr_t orig_addr
 //	header (<22.05): the same with an extra u16 msg_index after flags
+//	header (23.11+): forward block + [str net_cred if flags&0x80]
+//	header (24.11+): forward block + u16 tree_depth
 //	auth (munge):    u32 101, str "MUNGE:...:"
-//	body:            body_length bytes, layout per msg_type and version
+//	auth (slurm):    u32 103, str JWT          (24.11+)
+//	                 no auth block at all when flags&0x40 (24.11+ replies)
+//	body:            body_length bytes, layout per msg_type and release
 //
 // DecodeMessage splits a frame; DecodeBody decodes the body through a
 // registry of codecs; EncodeMessage and EncodeBody go the other way.
@@ -60,26 +67,28 @@
 // before any slice is made, and ReadFrame checks the length prefix against
 // its limit before allocating.
 //
-// # Versions and adding a 23.02 layout
+// # Releases and adding one
 //
-// DecodeHeader accepts versions 0x2400..0x26ff (ValidVersion) and picks the
-// header layout by version; anything else fails with ErrUnsupportedVersion
-// while still returning the Version so a caller can answer
-// SLURM_PROTOCOL_VERSION_ERROR. (Real 22.05 daemons accept exactly 0x2400,
-// 0x2500 and 0x2600.)
+// DecodeHeader accepts the exact protocol versions of the releases from
+// 20.11 to 26.05 (ValidVersion); anything else fails with
+// ErrUnsupportedVersion while still returning the Version so a caller can
+// answer SLURM_PROTOCOL_VERSION_ERROR.
 //
-// Body codecs are registered per message type and per inclusive version
-// range with RegisterBody. To add Slurm 23.02 (0x2700):
+// Body codecs are registered per message type for an explicit list of
+// versions (RegisterBody, Codec.Versions). A codec may serve several
+// releases and branch on the version inside, as Slurm's own packers do,
+// but a (type, version) pair nobody registered has no layout: DecodeBody
+// and EncodeBody fail with ErrNoLayout (which wraps ErrUnsupportedVersion),
+// and nothing is decoded with another release's layout. Layouts() lists
+// the registry. To add a release:
 //
-//  1. raise MaxHeaderVersion to 0x27ff and, if the header changed, add a
-//     branch in PackHeader/DecodeHeader keyed on Version >= 0x2700;
-//  2. for each message whose layout changed, narrow the existing codec to
-//     MaxVersion 0x26ff and RegisterBody a new one for 0x2700..0x27ff
-//     (see MESSAGE_NODE_REGISTRATION_STATUS, which already has a 20.11/21.08
-//     and a 22.05 layout);
-//  3. unchanged messages registered with allVersions keep working once
-//     their range is widened;
-//  4. capture golden frames from the new daemons into testdata/ (see
+//  1. add its version constant and put it in headerVersions (and in
+//     spokenVersions if nodes register with it) in release.go; branch
+//     PackHeader/DecodeHeader if its header changed;
+//  2. add it to the version list of every codec whose layout it shares,
+//     and a version branch in those whose layout changed (see
+//     MESSAGE_NODE_REGISTRATION_STATUS for five layouts in one codec);
+//  3. capture golden frames from the new daemons into testdata/ (see
 //     testdata/README.md) and add them to the golden and fuzz tests.
 //
 // Codec bodies get the header's version, so reply encoders must be given the
@@ -88,6 +97,6 @@
 // # Generated tables
 //
 // msgtype_table.go (MsgType constants, names) and rc_table.go (error codes)
-// are generated from the Slurm 22.05.8 headers by internal/genenums; only
-// names and numbers are taken.
+// are generated from the Slurm headers by internal/genenums; only names and
+// numbers are taken.
 package slurmproto
