@@ -246,7 +246,7 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 		defer m.mu.Unlock()
 		return j.prologRC, false
 	}
-	st := m.runScript(ctx, "prolog", m.cfg().Conf.Prolog, m.scriptEnv(sj))
+	st := m.runScripts(ctx, "prolog", m.scriptEnv(sj))
 	if st != 0 {
 		rc = slurmproto.ESlurmdPrologFailed
 		m.log.Error("prolog failed", "job_id", sj.JobID, "status", fmt.Sprintf("%d:%d", exitOf(st), sigOf(st)))

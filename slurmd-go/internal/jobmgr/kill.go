@@ -128,7 +128,7 @@ func (m *Manager) finishTerminate(ctx context.Context, req *slurmproto.KillJob, 
 			m.waitStepsGone(ctx, id, StepsGoneTimeout)
 		}
 	}
-	st := m.runScript(ctx, "epilog", m.cfg().Conf.Epilog, m.scriptEnv(scriptJob{
+	st := m.runScripts(ctx, "epilog", m.scriptEnv(scriptJob{
 		JobID: id, HetJobID: req.HetJobID, UID: req.JobUID, GID: req.JobGID,
 		UserName: credUser(req.Cred), WorkDir: req.WorkDir, Nodes: req.Nodes,
 		SpankJobEnv: req.SpankJobEnv, Cred: req.Cred,

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -142,8 +144,16 @@ func (m *Manager) runScript(ctx context.Context, kind, path string, env []string
 	if path == "" {
 		return 0
 	}
+	c := m.cfg().Conf
+	t := c.PrologEpilogTimeout
+	if c.Version >= slurmproto.Version2605 {
+		// 26.05 times the two apart (PrologTimeout, EpilogTimeout).
+		if t = c.PrologTimeout; kind == "epilog" {
+			t = c.EpilogTimeout
+		}
+	}
 	timeout := ScriptTimeoutUnset
-	if t := m.cfg().Conf.PrologEpilogTimeout; t != 0 && t != slurmproto.NoVal16 && t != slurmproto.Infinite16 {
+	if t != 0 && t != slurmproto.NoVal16 && t != slurmproto.Infinite16 {
 		timeout = time.Duration(t) * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -164,6 +174,37 @@ func (m *Manager) runScript(ctx context.Context, kind, path string, env []string
 	}
 	m.log.Error(kind+" could not run", "path", path, "error", err)
 	return 127 << 8
+}
+
+// runScripts runs a job's Prolog or Epilog scripts: 22.05 has one; from
+// 24.11 every Prolog=/Epilog= line counts, each may be a glob, and they run
+// in order until one fails (prep/script _run_subpath_command). The status
+// is the failing one's, else 0.
+func (m *Manager) runScripts(ctx context.Context, kind string, env []string) uint32 {
+	c := m.cfg().Conf
+	one, many := c.Prolog, c.Prologs
+	if kind == "epilog" {
+		one, many = c.Epilog, c.Epilogs
+	}
+	if c.Version < slurmproto.Version2411 || len(many) == 0 {
+		return m.runScript(ctx, kind, one, env)
+	}
+	for _, entry := range many {
+		paths := []string{entry}
+		if strings.ContainsAny(entry, "*?[") {
+			var err error
+			if paths, err = filepath.Glob(entry); err != nil {
+				m.log.Error("unable to create list of paths", "kind", kind, "pattern", entry, "error", err)
+				return 127 << 8
+			}
+		}
+		for _, p := range paths {
+			if st := m.runScript(ctx, kind, p, env); st != 0 {
+				return st
+			}
+		}
+	}
+	return 0
 }
 
 // nodeIndex is this node's position in a job's node list.

@@ -37,21 +37,7 @@ func TestCompressedCounts(t *testing.T) {
 
 func testManager(t *testing.T, extra string) *Manager {
 	t.Helper()
-	dir := t.TempDir()
-	p := filepath.Join(dir, "slurm.conf")
-	body := "ClusterName=c1\nSlurmctldHost=ctl\nSlurmUser=root\nNodeName=n[1-3] CPUs=1\n" + extra
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conf, err := slurmconf.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Resolve(config.Flags{ConfFile: p, NodeName: "n2"}, conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return New(func() *config.Config { return cfg }, nil, nil, func() int { return 1 }, "/nonexistent", nil, hclog.NewNullLogger())
+	return testManagerAs(t, extra, slurmconf.V2205)
 }
 
 func names(env []string) []string {
@@ -109,4 +95,61 @@ func TestRunScript_Status(t *testing.T) {
 	if st := m.runScript(context.Background(), "prolog", "", nil); st != 0 {
 		t.Fatalf("no script: status %d", st)
 	}
+}
+
+// TestRunScripts_Releases: 22.05 runs the last Prolog line; 24.11 runs
+// every line in order, each a path or a glob, until one fails.
+func TestRunScripts_Releases(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "ran")
+	script := func(name string, rc int) string {
+		p := filepath.Join(dir, name)
+		body := "#!/bin/sh\necho " + name + " >>" + log + "\nexit " + string(rune('0'+rc)) + "\n"
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := script("a", 0), script("b", 0)
+	script("g1", 0)
+	script("g2", 3)
+	c := script("c", 0)
+	conf := "Prolog=" + a + "\nProlog=" + b + "\nProlog=" + filepath.Join(dir, "g*") + "\nProlog=" + c + "\n"
+	for _, tc := range []struct {
+		version uint16
+		ran     string
+		status  uint32
+	}{
+		{slurmconf.V2205, "c\n", 0},                 // the last line
+		{slurmconf.V2411, "a\nb\ng1\ng2\n", 3 << 8}, // in turn, the glob sorted, stopped at g2
+	} {
+		os.Remove(log)
+		m := testManagerAs(t, conf, tc.version)
+		if st := m.runScripts(context.Background(), "prolog", nil); st != tc.status {
+			t.Errorf("%04x: status %d, want %d", tc.version, st, tc.status)
+		}
+		got, _ := os.ReadFile(log)
+		if string(got) != tc.ran {
+			t.Errorf("%04x: ran %q, want %q", tc.version, got, tc.ran)
+		}
+	}
+}
+
+func testManagerAs(t *testing.T, extra string, version uint16) *Manager {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "slurm.conf")
+	body := "ClusterName=c1\nSlurmctldHost=ctl\nSlurmUser=root\nNodeName=n[1-3] CPUs=1\n" + extra
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := slurmconf.Load(p, slurmconf.Options{Version: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Resolve(config.Flags{ConfFile: p, NodeName: "n2"}, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(func() *config.Config { return cfg }, nil, nil, func() int { return 1 }, "/nonexistent", nil, hclog.NewNullLogger())
 }
