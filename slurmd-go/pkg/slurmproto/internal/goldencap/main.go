@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -68,6 +70,30 @@ func typeName(t uint16) string {
 	return fmt.Sprintf("T%d", t)
 }
 
+// byThread orders trace files by name and then by thread id (trace-n1.9 before
+// trace-n1.10): threads are made in time order, so frames are numbered in
+// the order they were sent.
+func byThread(traces []string) []string {
+	s := append([]string(nil), traces...)
+	key := func(f string) (string, int) {
+		base, id, ok := strings.Cut(filepath.Base(f), ".")
+		n, err := strconv.Atoi(id)
+		if !ok || err != nil {
+			return f, -1
+		}
+		return filepath.Join(filepath.Dir(f), base), n
+	}
+	sort.SliceStable(s, func(i, j int) bool {
+		bi, ni := key(s[i])
+		bj, nj := key(s[j])
+		if bi != bj {
+			return bi < bj
+		}
+		return ni < nj
+	})
+	return s
+}
+
 func extract(out string, traces []string) error {
 	seen := map[[32]byte]bool{}
 	counts := map[string]int{}
@@ -88,7 +114,7 @@ func extract(out string, traces []string) error {
 		fmt.Printf("%s\t%s fd=%d len=%d %s\n", name, s.file, s.fd, len(fr), summary)
 		return nil
 	}
-	for _, f := range traces {
+	for _, f := range byThread(traces) {
 		streams, err := parseTrace(f)
 		if err != nil {
 			return err

@@ -232,3 +232,11 @@ func TestExtract_Trace(t *testing.T) {
 		}
 	}
 }
+
+func TestByThread(t *testing.T) {
+	got := byThread([]string{"d/trace-n1.423", "d/trace-ctld.1219", "d/trace-ctld.423", "d/trace-ctld", "d/trace-ctld.99"})
+	want := []string{"d/trace-ctld", "d/trace-ctld.99", "d/trace-ctld.423", "d/trace-ctld.1219", "d/trace-n1.423"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("byThread = %v, want %v", got, want)
+	}
+}
