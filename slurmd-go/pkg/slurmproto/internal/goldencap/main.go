@@ -95,23 +95,34 @@ func byThread(traces []string) []string {
 }
 
 func extract(out string, traces []string) error {
-	seen := map[[32]byte]bool{}
+	seen := map[[32]byte]string{}
 	counts := map[string]int{}
+	// Each frame is written once; a frame seen again (by its receiver, or an
+	// identical reply on another connection) gets an index line naming the
+	// first file, marked dup, so requests and replies pair up by connection.
 	write := func(s *stream, what string, version uint16, fr []byte, summary string) error {
+		conn := s.peer
+		if conn == "" {
+			conn = "-"
+		}
 		sum := sha256.Sum256(fr)
-		if seen[sum] {
-			return nil
+		name, dup := seen[sum]
+		if !dup {
+			who := strings.SplitN(filepath.Base(s.file), ".", 2)[0]
+			who = strings.TrimPrefix(who, "trace-")
+			key := fmt.Sprintf("%s-%s-%s-v%04x", who, s.dir, what, version)
+			counts[key]++
+			name = fmt.Sprintf("%s-%d.bin", key, counts[key])
+			seen[sum] = name
+			if err := os.WriteFile(filepath.Join(out, name), fr, 0o644); err != nil {
+				return err
+			}
 		}
-		seen[sum] = true
-		who := strings.SplitN(filepath.Base(s.file), ".", 2)[0]
-		who = strings.TrimPrefix(who, "trace-")
-		key := fmt.Sprintf("%s-%s-%s-v%04x", who, s.dir, what, version)
-		counts[key]++
-		name := fmt.Sprintf("%s-%d.bin", key, counts[key])
-		if err := os.WriteFile(filepath.Join(out, name), fr, 0o644); err != nil {
-			return err
+		mark := ""
+		if dup {
+			mark = fmt.Sprintf(" dup %s", s.dir)
 		}
-		fmt.Printf("%s\t%s fd=%d len=%d %s\n", name, s.file, s.fd, len(fr), summary)
+		fmt.Printf("%s\t%s fd=%d conn=%s len=%d %s%s\n", name, s.file, s.fd, conn, len(fr), summary, mark)
 		return nil
 	}
 	for _, f := range byThread(traces) {
