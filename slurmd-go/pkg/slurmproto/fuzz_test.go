@@ -15,18 +15,36 @@ import (
 // from the golden frames and sampleBodies.
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the committed fuzz seed corpus")
 
+// goldenFrames are every captured frame, 22.05's (testdata/*.bin) and the
+// other releases' (named after their directory: "r2411-munge-<file>").
 func goldenFrames(t testing.TB) map[string][]byte {
 	files, err := filepath.Glob("testdata/*.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{}
-	for _, f := range files {
+	add := func(name, f string) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".bin")] = b[4:]
+		out[name] = b[4:]
+	}
+	for _, f := range files {
+		add(strings.TrimSuffix(filepath.Base(f), ".bin"), f)
+	}
+	for _, d := range releaseGoldenDirs {
+		fs, err := filepath.Glob(filepath.Join("testdata", d, "*.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fs {
+			base := filepath.Base(f)
+			if strings.HasPrefix(base, "io_init_") || strings.HasSuffix(base, "_cred_payload.bin") {
+				continue
+			}
+			add(strings.ReplaceAll(d, "/", "-")+"-"+strings.TrimSuffix(base, ".bin"), f)
+		}
 	}
 	return out
 }
@@ -50,8 +68,8 @@ func bodySeeds(t testing.TB) map[string]bodySeed {
 		}
 	}
 	for i, b := range sampleBodies() {
-		for _, v := range []uint16{Version2011, Version2205} {
-			enc, err := EncodeBody(v, b)
+		for _, v := range []uint16{Version2011, Version2205, Version2411, Version2605} {
+			enc, err := EncodeBody(v, forRelease(b, v))
 			if err != nil {
 				t.Fatal(err)
 			}

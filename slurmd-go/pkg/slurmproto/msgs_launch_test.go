@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -574,43 +575,64 @@ func launchFuzzSeeds(t testing.TB) []bodySeed {
 		}
 		out = append(out, bodySeed{m.Header.Version, uint16(m.Header.MsgType), m.Body})
 	}
-	for _, b := range launchSampleBodies() {
-		enc, err := EncodeBody(Version2205, b)
-		if err != nil {
-			t.Fatal(err)
+	for _, d := range releaseGoldenDirs {
+		fs, _ := filepath.Glob(filepath.Join("testdata", d, "*launch_tasks*_v2*.bin"))
+		rs, _ := filepath.Glob(filepath.Join("testdata", d, "*reattach*_v2*.bin"))
+		te, _ := filepath.Glob(filepath.Join("testdata", d, "task_exit*_v2*.bin"))
+		for _, f := range append(append(fs, rs...), te...) {
+			fr, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := DecodeMessage(fr[4:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, bodySeed{m.Header.Version, uint16(m.Header.MsgType), m.Body})
 		}
-		out = append(out, bodySeed{Version2205, uint16(b.MsgType()), enc})
+	}
+	for _, v := range Spoken() {
+		for _, b := range launchSampleBodies() {
+			enc, err := EncodeBody(v, forRelease(b, v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, bodySeed{v, uint16(b.MsgType()), enc})
+		}
 	}
 	return out
 }
 
-// FuzzDecodeLaunchTasks fuzzes the codecs of msgs_launch.go: decoding
-// never panics, a decoded body re-encodes, and re-encoding is stable.
+// FuzzDecodeLaunchTasks fuzzes the codecs of msgs_launch.go in every
+// spoken release: decoding never panics, a decoded body re-encodes, and
+// re-encoding is stable.
 //
 //	go test -run '^$' -fuzz FuzzDecodeLaunchTasks ./slurmd-go/pkg/slurmproto
 func FuzzDecodeLaunchTasks(f *testing.F) {
 	for _, s := range launchFuzzSeeds(f) {
-		f.Add(s.typ, s.body)
+		f.Add(s.version, s.typ, s.body)
 	}
 	types := []MsgType{RequestLaunchTasks, ResponseLaunchTasks, MessageTaskExit, RequestReattachTasks}
-	f.Fuzz(func(t *testing.T, typ uint16, b []byte) {
+	spoken := Spoken()
+	f.Fuzz(func(t *testing.T, version, typ uint16, b []byte) {
 		mt := types[int(typ)%len(types)]
-		m, n, err := DecodeBodyPrefix(Version2205, mt, b)
+		v := spoken[int(version>>8)%len(spoken)]
+		m, n, err := DecodeBodyPrefix(v, mt, b)
 		if err != nil {
 			return
 		}
 		if n > len(b) {
 			t.Fatalf("consumed %d of %d", n, len(b))
 		}
-		enc1, err := EncodeBody(Version2205, m)
+		enc1, err := EncodeBody(v, m)
 		if err != nil {
 			t.Fatalf("decoded body does not encode: %v", err)
 		}
-		m2, err := DecodeBody(Version2205, mt, enc1)
+		m2, err := DecodeBody(v, mt, enc1)
 		if err != nil {
 			t.Fatalf("re-encoded body does not decode: %v", err)
 		}
-		if enc2, err := EncodeBody(Version2205, m2); err != nil || !bytes.Equal(enc1, enc2) {
+		if enc2, err := EncodeBody(v, m2); err != nil || !bytes.Equal(enc1, enc2) {
 			t.Fatalf("encode not stable: %v", err)
 		}
 	})
