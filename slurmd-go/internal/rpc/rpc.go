@@ -200,7 +200,7 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 		// As slurmd: a type Slurm cannot unpack is an incomplete packet;
 		// one it unpacks but does not serve is EINVAL.
 		rc := uint32(slurmproto.EINVAL)
-		if !h.MsgType.Known() {
+		if !h.MsgType.KnownIn(h.Version) {
 			rc = slurmproto.ESlurmProtocolIncompletePacket
 		}
 		log.Warn("unsupported request type", "uid", cred.UID, "type_num", uint16(h.MsgType), "rc", slurmproto.RCName(rc))

@@ -52,3 +52,12 @@ func RCName(rc uint32) string {
 	}
 	return strconv.FormatUint(uint64(rc), 10)
 }
+
+// RCNameIn is RCName with the error code names of the release of protocol
+// version v (some codes were renamed or reused between releases).
+func RCNameIn(v uint16, rc uint32) string {
+	if s, ok := namesIn(rcNamesByVersion, v)[rc]; ok {
+		return s
+	}
+	return RCName(rc)
+}

@@ -301,3 +301,20 @@ func TestCredToken(t *testing.T) {
 
 func b64url(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 func b64std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// TestNamesIn: the per-release name tables follow the header version.
+func TestNamesIn(t *testing.T) {
+	if !RequestNodeHealthCheck.KnownIn(Version2605) || RequestNodeHealthCheck.KnownIn(Version2411) || RequestNodeHealthCheck.KnownIn(Version2205) {
+		t.Error("REQUEST_NODE_HEALTH_CHECK is 26.05's")
+	}
+	if RequestNodeHealthCheck.NameIn(Version2511) != "MsgType(1029)" || RequestNodeHealthCheck.NameIn(Version2605) != "REQUEST_NODE_HEALTH_CHECK" {
+		t.Errorf("names %q %q", RequestNodeHealthCheck.NameIn(Version2511), RequestNodeHealthCheck.NameIn(Version2605))
+	}
+	if !RequestLaunchTasks.KnownIn(Version2011) || !RequestLaunchTasks.KnownIn(Version2302) {
+		t.Error("REQUEST_LAUNCH_TASKS")
+	}
+	// 4027 was renamed in 26.05.
+	if RCNameIn(Version2411, 4027) != "ESLURMD_JOB_NOTRUNNING" || RCNameIn(Version2605, 4027) != "ESLURMD_STEP_NOTRUNNING" {
+		t.Errorf("4027: %s %s", RCNameIn(Version2411, 4027), RCNameIn(Version2605, 4027))
+	}
+}
