@@ -330,7 +330,12 @@ func (d *Dispatcher) encodeReply(ctx context.Context, req slurmproto.Header, ret
 			// versions past 22.05 (0x2700 is 24.11's oldest, used for
 			// nodes it has not heard from yet), so the flag is understood.
 			// Replies built as copies (ping, daemon status, ...) keep one.
-			h.Flags |= slurmproto.FlagNoAuthCred
+			// The flags are the request's (_response_init copies them; 26.05
+			// also leaves its internal SLURM_MSG_KEEP_BUFFER set).
+			h.Flags = req.Flags | slurmproto.FlagNoAuthCred
+			if version >= slurmproto.Version2605 {
+				h.Flags |= slurmproto.FlagKeepBuffer
+			}
 			return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{}, b), nil
 		}
 	}
