@@ -94,7 +94,7 @@ type Daemon struct {
 	hw        hostinfo.Info // probed at start (and on reconfigure)
 	hwMu      sync.Mutex    // guards hw
 
-	started     time.Time
+	started     atomic.Int64 // unix ns of the daemon's start (a 24.11+ reconfigure starts it anew)
 	firstReg    atomic.Int64 // unix time of the first successful registration
 	lastCtldMsg atomic.Int64
 	wantResp    atomic.Bool   // ask slurmctld for the TRES list on the next registration
@@ -157,12 +157,12 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 	d := &Daemon{
 		log:         log.With("node", cfg.NodeName),
 		logCloser:   closer,
-		started:     time.Now(),
 		regKick:     make(chan struct{}, 1),
 		releaseKick: make(chan struct{}, 1),
 		reconfig:    make(chan struct{}, 1),
 	}
 	d.cfg.Store(cfg)
+	d.started.Store(time.Now().UnixNano())
 	d.wantResp.Store(true)
 	if uid := uint32(os.Getuid()); uid != cfg.Conf.SlurmdUserID {
 		return nil, fmt.Errorf("you are running slurmd as uid %d, not SlurmdUser %s(%d); add SlurmdUser to slurm.conf to run as this user",
@@ -536,6 +536,15 @@ func (d *Daemon) adoptConfig(cfg *config.Config, hw hostinfo.Info) error {
 func (d *Daemon) reload() {
 	if err := d.reloadAs(d.config().Conf.Version); err != nil {
 		d.log.Error("reconfigure failed, keeping the running configuration", "error", err)
+		return
+	}
+	if d.ctld.Version() >= slurmproto.Version2411 {
+		// 24.11 reconfigures by re-executing itself (_try_to_reconfig): the
+		// new process has heard nothing from slurmctld yet and starts anew.
+		// The steps and the pid (under -D) stay, and so do they here.
+		d.lastCtldMsg.Store(0)
+		d.started.Store(time.Now().UnixNano())
+		d.firstReg.Store(0)
 	}
 }
 

@@ -42,7 +42,7 @@ func (d *Daemon) Status() slurmproto.SlurmdStatus {
 		last = time.Unix(t, 0)
 	}
 	return slurmproto.SlurmdStatus{
-		Booted:           d.started,
+		Booted:           time.Unix(0, d.started.Load()),
 		LastSlurmctldMsg: last,
 		SlurmdDebug:      uint16(cfg.Conf.SlurmdDebug) + uint16(cfg.Flags.Verbose),
 		CPUs:             hw.CPUs,

@@ -66,7 +66,7 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 		}()
 		ctx := context.Background()
 		if rc := m.startBatch(ctx, version, raw, msg); rc != 0 {
-			m.launchFailed(ctx, msg.JobID, rc)
+			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
 		}
 	}()
 }
@@ -87,7 +87,9 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		UserName: credUser(msg.Cred), WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 		Partition: msg.Partition, AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 	}); rc != 0 {
-		if ranHere {
+		// 22.05's _prolog_error writes the failure into the job's stderr;
+		// 24.11 dropped that (the job gets no output file).
+		if ranHere && m.protocol() < slurmproto.Version2411 {
 			m.mu.Lock()
 			st := j.prologStatus
 			m.mu.Unlock()
@@ -291,11 +293,12 @@ func sigOf(st uint32) int  { return int(st & 0x7f) }
 
 // launchFailed tells slurmctld a launch failed (_launch_job_fail): the job
 // is requeued and held, which is what slurmctld does with it too.
-func (m *Manager) launchFailed(ctx context.Context, jobID, rc uint32) {
+func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmproto.StepID, rc uint32) {
 	if rc == slurmproto.ESlurmdCredentialRevoked {
 		return
 	}
-	req := &slurmproto.JobRequeue{JobID: jobID, Flags: jobRequeueHold | jobLaunchFailed}
+	// 26.05 names the job by the failed launch's step id.
+	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: jobRequeueHold | jobLaunchFailed}
 	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
 	defer cancel()
 	reply, err := m.ctld.Call(cctx, req, authUIDAny)
@@ -326,13 +329,22 @@ func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
 			AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 		})
 		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold == 0 {
-			body := &slurmproto.CompleteProlog{JobID: msg.JobID, NodeName: m.cfg().NodeName, PrologRC: rc}
+			body := &slurmproto.CompleteProlog{JobID: msg.JobID, StepID: credStep(msg.Cred), NodeName: m.cfg().NodeName, PrologRC: rc}
 			if err := m.durableRetry(ctx, "REQUEST_COMPLETE_PROLOG", fmt.Sprintf("complete_prolog.%d", msg.JobID), body); err != nil {
 				m.log.Error("slurmctld never took the prolog result", "job_id", msg.JobID, "error", err)
 			}
 		}
 		if rc != 0 {
-			m.launchFailed(ctx, msg.JobID, rc)
+			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
 		}
 	}()
+}
+
+// credStep is a credential's step id (what 26.05 names a job by in the
+// messages that used to carry the job id); zero without a credential.
+func credStep(c *slurmproto.Cred) slurmproto.StepID {
+	if c == nil {
+		return slurmproto.StepID{}
+	}
+	return c.StepID
 }

@@ -142,7 +142,8 @@ func (m *Manager) finishTerminate(ctx context.Context, req *slurmproto.KillJob, 
 	if !report {
 		return
 	}
-	body := &slurmproto.EpilogComplete{JobID: id, RC: rc, NodeName: m.cfg().NodeName}
+	// 26.05 names the job by the terminate request's step id.
+	body := &slurmproto.EpilogComplete{JobID: id, StepID: req.StepID, RC: rc, NodeName: m.cfg().NodeName}
 	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
 	defer cancel()
 	// Send-only, as slurmd: slurmctld resends the terminate if it is lost.
@@ -238,7 +239,7 @@ func (m *Manager) Timelimit(req *slurmproto.KillJob, uid uint32) {
 		if n == 0 && m.cfg().Conf.Epilog == "" {
 			// Nothing ran: slurmctld learns it from the epilog completion.
 			m.forget(id.JobID)
-			body := &slurmproto.EpilogComplete{JobID: id.JobID, NodeName: m.cfg().NodeName}
+			body := &slurmproto.EpilogComplete{JobID: id.JobID, StepID: req.StepID, NodeName: m.cfg().NodeName}
 			cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
 			defer cancel()
 			if err := m.ctld.Send(cctx, body, m.cfg().Conf.SlurmUserID); err != nil {

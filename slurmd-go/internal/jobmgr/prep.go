@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -38,6 +39,7 @@ type scriptJob struct {
 // scriptEnv builds the environment of Prolog/Epilog as slurmd does.
 func (m *Manager) scriptEnv(j scriptJob) []string {
 	cfg := m.cfg()
+	v := m.protocol()
 	env := []string{}
 	// SPANK job env is only taken with a SPANK_ prefix: it is user input
 	// and Prolog/Epilog run as root.
@@ -46,7 +48,16 @@ func (m *Manager) scriptEnv(j scriptJob) []string {
 			env = append(env, kv)
 		}
 	}
-	set := func(k, v string) { env = append(env, k+"="+v) }
+	// setenvf: a later value replaces an earlier one in place.
+	set := func(k, val string) {
+		for i, kv := range env {
+			if strings.HasPrefix(kv, k+"=") {
+				env[i] = k + "=" + val
+				return
+			}
+		}
+		env = append(env, k+"="+val)
+	}
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	set("SLURMD_NODENAME", cfg.NodeName)
 	set("SLURM_CONF", cfg.Flags.ConfFile)
@@ -59,20 +70,28 @@ func (m *Manager) scriptEnv(j scriptJob) []string {
 	if user == "" && j.Cred != nil {
 		user = slurmproto.CString(j.Cred.PwName)
 	}
-	set("SLURM_JOB_USER", user)
+	if v < slurmproto.Version2411 {
+		set("SLURM_JOB_USER", user)
+	}
 	set("SLURM_JOBID", u(j.JobID))
+	if v >= slurmproto.Version2605 && j.Cred != nil && j.Cred.StepID.SLUID != 0 {
+		set("SLURM_JOB_SLUID", slurmproto.FormatSLUID(j.Cred.StepID.SLUID))
+	}
 	if j.HetJobID != 0 && j.HetJobID != slurmproto.NoVal {
 		set("SLURM_PACK_JOB_ID", u(j.HetJobID))
 		set("SLURM_HET_JOB_ID", u(j.HetJobID))
 	}
 	set("SLURM_UID", u(j.UID))
-	if j.AliasList != "" {
+	if j.AliasList != "" && v < slurmproto.Version2411 {
 		set("SLURM_NODE_ALIASES", slurmproto.CString(j.AliasList))
 	}
 	if j.Nodes != "" {
 		set("SLURM_NODELIST", slurmproto.CString(j.Nodes))
+		if v >= slurmproto.Version2411 {
+			set("SLURM_JOB_NODELIST", slurmproto.CString(j.Nodes))
+		}
 	}
-	if j.Partition != "" {
+	if j.Partition != "" && v < slurmproto.Version2411 {
 		set("SLURM_JOB_PARTITION", slurmproto.CString(j.Partition))
 	}
 	if j.Epilog {
@@ -93,34 +112,122 @@ func (m *Manager) scriptEnv(j scriptJob) []string {
 		set("SLURM_JOB_EXIT_CODE", u(j.ExitCode))
 		set("SLURM_JOB_EXIT_CODE2", fmt.Sprintf("%d:%d", code, sig))
 	}
+	userSet := false
 	if c := j.Cred; c != nil {
 		opt := func(k, v string) {
 			if v != "" {
 				set(k, slurmproto.CString(v))
 			}
 		}
+		since := func(rel uint16, f func()) {
+			if v >= rel {
+				f()
+			}
+		}
+		times := func(k string, t time.Time) {
+			if !t.IsZero() && t.Unix() != 0 {
+				set(k, strconv.FormatInt(t.Unix(), 10))
+			}
+		}
 		opt("SLURM_JOB_ACCOUNT", c.JobAccount)
 		opt("SLURM_JOB_COMMENT", c.JobComment)
+		since(slurmproto.Version2411, func() {
+			count, kind := uint32(0), "cores"
+			switch {
+			case c.JobCoreSpec == slurmproto.NoVal16:
+			case c.JobCoreSpec&coreSpecThread != 0:
+				count, kind = uint32(c.JobCoreSpec&^coreSpecThread), "threads"
+			default:
+				count = uint32(c.JobCoreSpec)
+			}
+			set("SLURM_JOB_CORE_SPEC_COUNT", u(count))
+			set("SLURM_JOB_CORE_SPEC_TYPE", kind)
+		})
 		opt("SLURM_JOB_CONSTRAINTS", c.JobConstraints)
+		since(slurmproto.Version2411, func() {
+			times("SLURM_JOB_END_TIME", c.JobEndTime)
+			opt("SLURM_JOB_EXTRA", c.JobExtra)
+		})
 		if len(c.CPUArray) > 0 {
 			set("SLURM_JOB_CPUS_PER_NODE", CompressedCounts(c.CPUArray, c.CPUArrayReps))
 		}
+		since(slurmproto.Version2411, func() { opt("SLURM_JOB_LICENSES", c.JobLicenses) })
 		if c.JobNTasks != 0 {
 			set("SLURM_JOB_NTASKS", u(c.JobNTasks))
 		}
 		if c.JobNHosts != 0 {
 			set("SLURM_JOB_NUM_NODES", u(c.JobNHosts))
 		}
+		since(slurmproto.Version2411, func() { set("SLURM_JOB_OVERSUBSCRIBE", oversubscribeString(v, c.JobOversubscribe)) })
+		since(slurmproto.Version2605, func() { set("SLURM_JOB_EXCLUSIVE", exclusiveString(c.JobExclusive)) })
 		opt("SLURM_JOB_PARTITION", c.JobPartition)
+		since(slurmproto.Version2605, func() { opt("SLURM_JOB_QOS", c.JobQOS) })
 		opt("SLURM_JOB_RESERVATION", c.JobReservation)
 		if c.JobRestartCnt != slurmproto.Infinite16 {
 			set("SLURM_JOB_RESTART_COUNT", strconv.Itoa(int(c.JobRestartCnt)))
 		}
+		since(slurmproto.Version2605, func() { opt("SLURM_JOB_SELINUX_CONTEXT", c.SELinuxContext) })
+		since(slurmproto.Version2411, func() { times("SLURM_JOB_START_TIME", c.JobStartTime) })
 		opt("SLURM_JOB_STDERR", c.JobStdErr)
 		opt("SLURM_JOB_STDIN", c.JobStdIn)
 		opt("SLURM_JOB_STDOUT", c.JobStdOut)
+		if v >= slurmproto.Version2411 && c.PwName != "" {
+			set("SLURM_JOB_USER", slurmproto.CString(c.PwName))
+			userSet = true
+		}
+	}
+	if v >= slurmproto.Version2411 && !userSet {
+		// uid_to_string: the name, or the number for an unknown uid.
+		set("SLURM_JOB_USER", proc.UserName(j.UID))
 	}
 	return env
+}
+
+// coreSpecThread is CORE_SPEC_THREAD: job_core_spec counts threads.
+const coreSpecThread = 0x8000
+
+// oversubscribeString is SLURM_JOB_OVERSUBSCRIBE of a release: 24.11's
+// job_share_string, 26.05's job_oversubscribe_string.
+func oversubscribeString(v uint16, o uint16) string {
+	if v >= slurmproto.Version2605 {
+		switch o {
+		case 0:
+			return "NO"
+		case 1:
+			return "YES"
+		case 2:
+			return "OK"
+		}
+		return "NO"
+	}
+	switch o {
+	case 0:
+		return "NO"
+	case 1:
+		return "YES"
+	case 2:
+		return "USER"
+	case 3:
+		return "MCS"
+	case 4:
+		return "TOPO"
+	}
+	return "OK"
+}
+
+// exclusiveString is 26.05's job_exclusive_display_string.
+func exclusiveString(e uint16) string {
+	switch e {
+	case 1:
+		return "NODE"
+	case 2:
+		return "USER"
+	case 3:
+		return "MCS"
+	case 4:
+		return "TOPO"
+	}
+	return "NO"
 }
 
 // CompressedCounts renders Slurm's "2(x3),1" form of per-node counts.

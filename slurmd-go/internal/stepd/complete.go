@@ -45,6 +45,7 @@ func (s *Step) callBudget() time.Duration {
 func (s *Step) sendComplete(jobRC, slurmRC uint32) error {
 	body := &slurmproto.CompleteBatchScript{
 		JobID:    s.id.JobID,
+		StepID:   s.id, // 26.05: the batch step's id, SLUID included
 		JobRC:    jobRC,
 		SlurmRC:  slurmRC,
 		UserID:   s.uid,

@@ -60,7 +60,7 @@ func TestSendComplete_Retries(t *testing.T) {
 				t.Fatalf("err %v after %d calls, want ok=%v after %d", err, len(ctld.calls), tc.ok, tc.calls)
 			}
 			c := ctld.calls[0]
-			if *c != (slurmproto.CompleteBatchScript{JobID: 5, JobRC: 0x300, UserID: 1001, NodeName: "n3"}) || ctld.uids[0] != auth.UIDAny {
+			if *c != (slurmproto.CompleteBatchScript{JobID: 5, StepID: s.id, JobRC: 0x300, UserID: 1001, NodeName: "n3"}) || ctld.uids[0] != auth.UIDAny {
 				t.Errorf("sent %+v to uid %d", c, ctld.uids[0])
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -247,8 +248,53 @@ func uint16ArrayToStr(a []uint16) string {
 	return b.String()
 }
 
+// ReleaseEnv is what setup_env adds after 22.05, from the launch and its
+// credential (slurmstepd_job.c, task.c): Version is the step's protocol
+// version and decides which are set.
+type ReleaseEnv struct {
+	Version          uint16
+	JobStart, JobEnd time.Time // 24.11: SLURM_JOB_START_TIME/END_TIME, when set
+	JobLicenses      string    // 24.11: SLURM_JOB_LICENSES, when set
+	OOMKillStep      bool      // 24.11: SLURM_OOM_KILL_STEP=0|1
+	SLUID            uint64    // 26.05: SLURM_JOB_SLUID, when set
+}
+
+// ReleaseEnvOf fills a ReleaseEnv from a launch's credential.
+func ReleaseEnvOf(version uint16, c *slurmproto.Cred, oomKillStep bool) ReleaseEnv {
+	r := ReleaseEnv{Version: version, OOMKillStep: oomKillStep}
+	if c != nil {
+		r.JobStart, r.JobEnd, r.JobLicenses, r.SLUID = c.JobStartTime, c.JobEndTime, slurmproto.CString(c.JobLicenses), c.StepID.SLUID
+	}
+	return r
+}
+
+func (r ReleaseEnv) apply(env *Env) {
+	if r.Version < slurmproto.Version2411 {
+		return
+	}
+	unix := func(k string, t time.Time) {
+		if !t.IsZero() && t.Unix() > 0 {
+			env.Setenvf(k, strconv.FormatInt(t.Unix(), 10))
+		}
+	}
+	if r.OOMKillStep {
+		env.Setenvf("SLURM_OOM_KILL_STEP", "1")
+	} else {
+		env.Setenvf("SLURM_OOM_KILL_STEP", "0")
+	}
+	unix("SLURM_JOB_END_TIME", r.JobEnd)
+	if r.JobLicenses != "" {
+		env.Setenvf("SLURM_JOB_LICENSES", r.JobLicenses)
+	}
+	unix("SLURM_JOB_START_TIME", r.JobStart)
+	if r.Version >= slurmproto.Version2605 && r.SLUID != 0 {
+		env.Setenvf("SLURM_JOB_SLUID", slurmproto.FormatSLUID(r.SLUID))
+	}
+}
+
 // TaskEnvConfig is the per-task input of setup_env for a batch script.
 type TaskEnvConfig struct {
+	ReleaseEnv
 	ConfFile       string // SLURM_CONF ("" prints "(null)")
 	CPUsOnNode     uint16 // job->cpus: cpus_per_node[0]
 	Overcommit     bool
@@ -287,6 +333,13 @@ func BatchTaskEnv(jobEnv Env, c TaskEnvConfig) Env {
 	env.Setenvf("SLURM_NODEID", d(int64(int32(c.NodeID))))
 	env.Setenvf("SLURM_PROCID", "0")
 	env.Setenvf("SLURM_LOCALID", "0")
+	if c.Version >= slurmproto.Version2605 {
+		// 26.05 sets the step id unless NO_VAL: SLURM_BATCH_SCRIPT as %d.
+		batch := slurmproto.StepIDBatch
+		env.Setenvf("SLURM_STEP_ID", d(int64(int32(batch))))
+		env.Setenvf("SLURM_STEPID", d(int64(int32(batch))))
+	}
+	c.ReleaseEnv.apply(&env)
 	env.Setenvf("SLURM_GTIDS", c.GTIDs)
 	if c.RestartCount != 0 {
 		env.Setenvf("SLURM_RESTART_COUNT", d(int64(c.RestartCount)))
@@ -308,6 +361,7 @@ func RlimitEnvName(limit string) string { return "SLURM_RLIMIT_" + limit }
 
 // StepEnvConfig is the per-task input of setup_env for a step task.
 type StepEnvConfig struct {
+	ReleaseEnv
 	ConfFile       string
 	CPUsOnNode     uint16 // job->cpus: the step's CPUs on this node
 	JobID, StepID  uint32
@@ -347,12 +401,14 @@ func StepTaskEnv(stepEnv Env, c StepEnvConfig) []string {
 	env.Setenvf("SLURM_NODEID", d(int64(int32(c.NodeID))))
 	env.Setenvf("SLURM_PROCID", d(int64(int32(c.ProcID))))
 	env.Setenvf("SLURM_LOCALID", d(int64(int32(c.LocalID))))
-	// setup_env sets them only for a non-negative int: a special step id
-	// (interactive, extern) keeps what srun sent.
-	if int32(c.StepID) >= 0 {
+	// 22.05 and 24.11 set them only for a non-negative int (a special step
+	// id, interactive or extern, keeps what srun sent); 26.05 for any
+	// but NO_VAL.
+	if int32(c.StepID) >= 0 || (c.Version >= slurmproto.Version2605 && c.StepID != slurmproto.NoVal) {
 		env.Setenvf("SLURM_STEP_ID", d(int64(int32(c.StepID))))
 		env.Setenvf("SLURM_STEPID", d(int64(int32(c.StepID))))
 	}
+	c.ReleaseEnv.apply(&env)
 	if c.CommPort != 0 {
 		env.Setenvf("SLURM_SRUN_COMM_PORT", d(int64(c.CommPort)))
 	}

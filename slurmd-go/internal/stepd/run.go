@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -251,6 +253,20 @@ func (s *Step) outputFlags(openMode uint8) int {
 	return flags
 }
 
+// openOutput opens a task's output file. From 24.11 a file whose
+// directory is missing gets it made first (io.c: mkdirpath(name, 0755) on
+// ENOENT, then the open again), as the user whose identity the caller has.
+func (s *Step) openOutput(name string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(name, flags, 0o666)
+	if err != nil && errors.Is(err, fs.ErrNotExist) && s.spec.ProtocolVersion >= slurmproto.Version2411 {
+		if dir := filepath.Dir(name); dir != "" && dir != "." {
+			_ = os.MkdirAll(dir, 0o755)
+		}
+		f, err = os.OpenFile(name, flags, 0o666)
+	}
+	return f, err
+}
+
 // openStdio opens the task's stdin, stdout and stderr as the user (file
 // system identity and umask of the user on a private thread), with
 // open_mode or JobFileAppend deciding append or truncate (io.c).
@@ -261,11 +277,11 @@ func (s *Step) openStdio(umask int) (files [3]*os.File, chdirErr, err error) {
 		if files[0], err = os.OpenFile(s.inName, os.O_RDONLY, 0); err != nil {
 			return err
 		}
-		if files[1], err = os.OpenFile(s.outName, flags, 0o666); err != nil {
+		if files[1], err = s.openOutput(s.outName, flags); err != nil {
 			files[0].Close()
 			return err
 		}
-		if files[2], err = os.OpenFile(s.errName, flags, 0o666); err != nil {
+		if files[2], err = s.openOutput(s.errName, flags); err != nil {
 			files[0].Close()
 			files[1].Close()
 			return err
@@ -285,6 +301,7 @@ func (s *Step) taskConfig(pid, umask int, nice *int) taskConfig {
 		argv[0] = s.script
 	}
 	env := BatchTaskEnv(s.env, TaskEnvConfig{
+		ReleaseEnv:     ReleaseEnvOf(s.spec.ProtocolVersion, s.msg.Cred, s.msg.OOMKillStep),
 		ConfFile:       s.spec.ConfFile,
 		CPUsOnNode:     s.cpus,
 		Overcommit:     s.msg.Overcommit != 0,

@@ -113,9 +113,13 @@ func newStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, error
 		return nil, failSetup(slurmproto.ESlurmdSetupEnvironmentError, "stepd: launch body: %w", err)
 	}
 	m := b.(*slurmproto.BatchJobLaunch)
+	id := slurmproto.StepID{JobID: m.JobID, StepID: slurmproto.StepIDBatch, StepHetComp: slurmproto.NoVal}
+	if m.Cred != nil && m.Cred.StepID.JobID == m.JobID {
+		id.SLUID = m.Cred.StepID.SLUID // 26.05 fills it in
+	}
 	s := &Step{
 		spec: spec, msg: m, opts: o,
-		id:      slurmproto.StepID{JobID: m.JobID, StepID: slurmproto.StepIDBatch, StepHetComp: slurmproto.NoVal},
+		id:      id,
 		state:   stepapi.StateStarting,
 		stateCh: make(chan struct{}),
 		uid:     m.UID, gid: m.GID,

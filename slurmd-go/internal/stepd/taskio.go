@@ -134,12 +134,12 @@ func (s *Step) setupIO(umask int) error {
 				}
 			}
 			if out != "" && (!label || out == "/dev/null") {
-				if files[1], err = os.OpenFile(out, flags, 0o666); err != nil {
+				if files[1], err = s.openOutput(out, flags); err != nil {
 					return fmt.Errorf("could not open stdout file %s: %w", out, err)
 				}
 			}
 			if errName != "" && (!label || errName == "/dev/null") {
-				if files[2], err = os.OpenFile(errName, flags, 0o666); err != nil {
+				if files[2], err = s.openOutput(errName, flags); err != nil {
 					return fmt.Errorf("could not open stderr file %s: %w", errName, err)
 				}
 			}

@@ -368,6 +368,8 @@ func (s *Step) taskEnv(t *stepTask, pid int) []string {
 		commPort = m.RespPorts[s.nodeID%len(m.RespPorts)]
 	}
 	return StepTaskEnv(s.env, StepEnvConfig{
+		// slurmstepd_job.c: the extern step never gets oom_kill_step.
+		ReleaseEnv:     ReleaseEnvOf(s.spec.ProtocolVersion, m.Cred, m.OOMKillStep && m.StepID.StepID != slurmproto.StepIDExtern),
 		ConfFile:       s.spec.ConfFile,
 		CPUsOnNode:     s.cpus,
 		JobID:          s.id.JobID,

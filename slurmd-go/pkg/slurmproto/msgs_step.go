@@ -220,3 +220,18 @@ func init() {
 			return nil
 		}))
 }
+
+// crockford32 is the digit set of print_sluid (Crockford's base 32).
+const crockford32 = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// FormatSLUID prints a SLUID as 26.05 does (print_sluid, SLURM_JOB_SLUID):
+// "s" and 13 base-32 digits, most significant first (the top one holds the
+// last 4 bits).
+func FormatSLUID(sluid uint64) string {
+	var b [14]byte
+	b[0] = 's'
+	for i := 0; i < 13; i++ {
+		b[13-i] = crockford32[(sluid>>(5*uint(i)))&0x1f]
+	}
+	return string(b[:])
+}

@@ -318,3 +318,14 @@ func TestNamesIn(t *testing.T) {
 		t.Errorf("4027: %s %s", RCNameIn(Version2411, 4027), RCNameIn(Version2605, 4027))
 	}
 }
+
+// TestFormatSLUID: as 26.05's srun put it in SLURM_JOB_SLUID for the job
+// whose step ids carried SLUID 0xe2a688c42cef0800 (captured launch).
+func TestFormatSLUID(t *testing.T) {
+	if got := FormatSLUID(0xe2a688c42cef0800); got != "sE59M8RGPEY200" {
+		t.Fatalf("got %s", got)
+	}
+	if got := FormatSLUID(0); got != "s0000000000000" {
+		t.Fatalf("zero: %s", got)
+	}
+}
