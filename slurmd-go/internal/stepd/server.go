@@ -264,7 +264,8 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		if p.uid != s.uid && !s.authorized(p.uid) {
 			o.Int32(int32(syscall.EPERM))
 		} else {
-			s.errorLine("%s", strings.TrimRight(string(msg), "\x00"))
+			// scontrol notify: "slurmstepd-<node>: error: " in every release.
+			s.stderrLine("slurmstepd-"+s.spec.NodeName+": error: ", strings.TrimRight(string(msg), "\x00"))
 			o.Int32(0)
 		}
 	case stepapi.RequestAddExternPID:
@@ -368,10 +369,22 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		case slurmproto.SigFailure:
 			s.errorLine("*** %s ON %s FAILED (non-zero exit code or other failure mode) ***", entity, node)
 		case slurmproto.SigUME:
-			s.errorLine("*** %s ON %s UNCORRECTABLE MEMORY ERROR AT %s ***", entity, node, now)
 			sent = false
-		case uint16(syscall.SIGTERM), uint16(syscall.SIGKILL), slurmproto.SigTermKill:
-			s.errorLine("*** %s ON %s CANCELLED AT %s ***", entity, node, now)
+			if s.spec.ProtocolVersion < slurmproto.Version2605 { // 26.05 dropped SIG_UME's line
+				s.errorLine("*** %s ON %s UNCORRECTABLE MEMORY ERROR AT %s ***", entity, node, now)
+			}
+		case uint16(syscall.SIGTERM), uint16(syscall.SIGKILL):
+			if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+				s.errorLine("*** %s ON %s CANCELLED AT %s DUE to SIGNAL %s ***", entity, node, now, strsignal(syscall.Signal(sig)))
+			} else {
+				s.errorLine("*** %s ON %s CANCELLED AT %s ***", entity, node, now)
+			}
+		case slurmproto.SigTermKill:
+			if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+				s.errorLine("*** %s ON %s CANCELLED AT %s DUE TO TASK FAILURE ***", entity, node, now)
+			} else {
+				s.errorLine("*** %s ON %s CANCELLED AT %s ***", entity, node, now)
+			}
 		default:
 			sent = false
 		}

@@ -178,7 +178,7 @@ func (s *Step) fromCred() {
 
 // fileNames expands the stdio patterns.
 func (s *Step) fileNames() {
-	j := fname.JobFor(s.msg, s.userName, s.spec.Hostname, s.cwd)
+	j := fname.JobFor(s.msg, s.userName, s.patternHost(), s.cwd)
 	s.inName, s.outName, s.errName = fname.BatchStdio(s.msg, j)
 }
 
@@ -287,17 +287,35 @@ func (s *Step) waitRunning() uint32 {
 // ("slurmstepd-<node>: error: ..."), where slurmstepd's log goes once the
 // job's I/O is set up; it is logged too.
 func (s *Step) errorLine(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	prefix := "slurmstepd-" + s.spec.NodeName + ": error: "
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		// 26.05's step manager logs to the job's stderr with a timestamp.
+		prefix = "[" + time.Now().Format("2006-01-02T15:04:05.000") + "] error: "
+	}
+	s.stderrLine(prefix, fmt.Sprintf(format, args...))
+}
+
+// stderrLine logs msg and writes it, after prefix, to the job's stderr.
+func (s *Step) stderrLine(prefix, msg string) {
 	s.log.Error(msg)
 	s.mu.Lock()
 	f := s.stderr
 	s.mu.Unlock()
 	if f != nil {
-		_, _ = f.WriteString("slurmstepd-" + s.spec.NodeName + ": error: " + msg + "\n")
+		_, _ = f.WriteString(prefix + msg + "\n")
 	}
 }
 
 // authorized is _slurm_authorized_user: root or SlurmUser.
 func (s *Step) authorized(uid uint32) bool {
 	return uid == 0 || uid == s.spec.SlurmUserUID
+}
+
+// patternHost is what %N expands to in output file names: the host's short
+// name up to 24.11, the NodeName from 26.05 on.
+func (s *Step) patternHost() string {
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		return s.spec.NodeName
+	}
+	return s.spec.Hostname
 }

@@ -421,3 +421,13 @@ func strerror(err error) string {
 	}
 	return err.Error()
 }
+
+// strsignal is glibc's strsignal(3) for the signals a step is cancelled
+// with: Go's description with glibc's capital ("Terminated", "Killed").
+func strsignal(sig syscall.Signal) string {
+	s := sig.String()
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -226,7 +226,7 @@ func (s *Step) stdioNames(t *stepTask) (in, out, errName string) {
 	m := s.launch
 	j := fname.Job{
 		JobID: s.id.JobID, StepID: s.id.StepID, ArrayTaskID: slurmproto.NoVal,
-		NodeID: uint32(s.nodeID), UserName: s.userName, Hostname: s.spec.Hostname, Cwd: s.cwd,
+		NodeID: uint32(s.nodeID), UserName: s.userName, Hostname: s.patternHost(), Cwd: s.cwd,
 	}
 	expand := func(pat string) string {
 		pat = slurmproto.CString(pat)
