@@ -182,9 +182,18 @@ func (s *Step) runTasks() {
 	s.setState(stepapi.StateEnding)
 	s.killAll()
 	s.closeIO(IODrainTimeout)
-	for s.sendPendingExits() > 0 {
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		// 26.05 tells slurmctld first (stepd_send_step_complete_msgs,
+		// then stepd_send_pending_exit_msgs): the next srun cannot ask
+		// for a step before slurmctld knows this one ended.
+		s.stepComplete()
+		for s.sendPendingExits() > 0 {
+		}
+	} else {
+		for s.sendPendingExits() > 0 {
+		}
+		s.stepComplete()
 	}
-	s.stepComplete()
 	s.closeSocket()
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {
