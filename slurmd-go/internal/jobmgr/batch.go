@@ -65,13 +65,17 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 			}
 		}()
 		ctx := context.Background()
-		if rc := m.startBatch(ctx, version, raw, msg); rc != 0 {
+		rc, prologRan := m.startBatch(ctx, version, raw, msg)
+		if rc != 0 {
 			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
+			m.prologFailed(rc, prologRan)
 		}
 	}()
 }
 
-func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) uint32 {
+// startBatch returns the launch's result and whether this launch ran the
+// Prolog.
+func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) (uint32, bool) {
 	log := m.log.With("job_id", msg.JobID)
 	j := m.lookup(msg.JobID)
 	if m.cfg().Conf.PrologFlags&slurmconf.PrologAlloc != 0 {
@@ -79,7 +83,7 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		// on its way (_wait_for_request_launch_prolog).
 		if !m.waitPrologStarted(ctx, j, 2*m.cfg().MessageTimeout()) {
 			log.Error("REQUEST_LAUNCH_PROLOG never came, giving up")
-			return slurmproto.ESlurmdPrologFailed
+			return slurmproto.ESlurmdPrologFailed, false
 		}
 	}
 	if rc, ranHere := m.prologOnce(ctx, j, scriptJob{
@@ -95,24 +99,24 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 			m.mu.Unlock()
 			m.prologError(msg, st)
 		}
-		return rc
+		return rc, ranHere
 	}
 	if m.revoked(msg.JobID) {
 		log.Info("job killed while its prolog ran, not launching")
-		return 0
+		return 0, false
 	}
 	spec := m.spec(stepapi.KindBatch, version, raw)
 	spec.NodeIndex = m.nodeIndex(msg.Nodes)
 	log.Info("launching batch job", "uid", msg.UID)
 	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
 		log.Error("batch job launch failed", "error", err)
-		return stepapi.RC(err)
+		return stepapi.RC(err), false
 	}
 	if m.revoked(msg.JobID) {
 		log.Info("job killed while its launch was in progress")
 		m.terminateSteps(ctx, msg.JobID)
 	}
-	return 0
+	return 0, false
 }
 
 // spec fills what every step manager needs from the daemon's config.
@@ -252,7 +256,6 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 	if st != 0 {
 		rc = slurmproto.ESlurmdPrologFailed
 		m.log.Error("prolog failed", "job_id", sj.JobID, "status", fmt.Sprintf("%d:%d", exitOf(st), sigOf(st)))
-		m.reg.RegisterWithStatus(slurmproto.ESlurmdPrologFailed)
 	}
 	m.mu.Lock()
 	j.prologRC, j.prologStatus = rc, st
@@ -263,6 +266,17 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 	m.mu.Unlock()
 	close(done)
 	return rc, true
+}
+
+// prologFailed drains the node (a registration carrying
+// ESLURMD_PROLOG_FAILED) after the caller has told slurmctld about the job,
+// in stock's order: from 24.11 slurmctld requeues the job on that
+// registration, and a REQUEST_COMPLETE_PROLOG that came later would no
+// longer set the job's exit code.
+func (m *Manager) prologFailed(rc uint32, ranHere bool) {
+	if ranHere && rc == slurmproto.ESlurmdPrologFailed {
+		m.reg.RegisterWithStatus(rc)
+	}
 }
 
 // prologError tells the job's owner, in the job's stderr file, that the
@@ -323,7 +337,7 @@ func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
 	go func() {
 		defer m.wg.Done()
 		ctx := context.Background()
-		rc, _ := m.prologOnce(ctx, j, scriptJob{
+		rc, ranHere := m.prologOnce(ctx, j, scriptJob{
 			JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
 			UserName: msg.UserName, WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 			AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
@@ -336,6 +350,7 @@ func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
 		}
 		if rc != 0 {
 			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
+			m.prologFailed(rc, ranHere)
 		}
 	}()
 }

@@ -117,6 +117,8 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 			m.mu.Unlock()
 			log.Error("prolog failed", "status", st)
 		}
+		// srun hears of it first, then the node drains (_rpc_launch_tasks).
+		defer m.prologFailed(rc, ranHere)
 		return rc
 	}
 	body, err := slurmproto.EncodeBody(version, msg)

@@ -78,16 +78,14 @@ const ioKeyMin = 8
 // io port and sends it task exits; the reply lists the local tasks.
 func (m *Manager) Reattach(ctx context.Context, req *slurmproto.ReattachTasks, uid uint32, privileged bool, orig slurmproto.Addr) *slurmproto.ReattachTasksResponse {
 	resp := &slurmproto.ReattachTasksResponse{NodeName: m.cfg().NodeName}
-	var key []byte
-	if req.Cred != nil {
-		key = req.Cred.Signature
-	}
+	// 22.05: the fake credential's signature; 24.11+: sattach's own key.
+	key := req.Key()
 	resp.RC = m.withOwnedStep(ctx, req.StepID, uid, privileged, uint32(syscall.EPERM), func(ctx context.Context, c *stepapi.Conn) uint32 {
 		nodeID, err := c.NodeID(ctx)
 		if err != nil {
 			return slurmproto.ESlurmInvalidJobID
 		}
-		if len(key) < ioKeyMin {
+		if req.Cred != nil && len(key) < ioKeyMin {
 			m.log.Error("incorrect credential signature length", "step", req.StepID, "length", len(key))
 			return slurmproto.SlurmError
 		}

@@ -117,6 +117,9 @@ type BatchEnvConfig struct {
 	TopologyAddr    string
 	TopologyPattern string
 	PackNodes       bool // SelectTypeParameters CR_Pack_Nodes
+	// Version is the launch's protocol version: 24.11 dropped
+	// SLURM_NODE_ALIASES from env_array_for_batch_job.
+	Version uint16
 }
 
 // BatchJobEnv is the batch step's environment as slurmstepd holds it before
@@ -146,7 +149,9 @@ func envArrayForBatchJob(env *Env, m *slurmproto.BatchJobLaunch, c BatchEnvConfi
 	}
 	env.Overwrite("SLURM_JOB_NODELIST", cstr(m.Nodes))
 	env.Overwrite("SLURM_JOB_PARTITION", cstr(m.Partition))
-	env.Overwrite("SLURM_NODE_ALIASES", cstr(m.AliasList))
+	if c.Version < slurmproto.Version2411 {
+		env.Overwrite("SLURM_NODE_ALIASES", cstr(m.AliasList))
+	}
 	env.Overwrite("SLURM_JOB_CPUS_PER_NODE", compressedToStr(m.CPUsPerNode, m.CPUCountReps))
 	env.Overwrite("ENVIRONMENT", "BATCH")
 	if c.NodeName != "" {

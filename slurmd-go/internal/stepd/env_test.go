@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -223,5 +224,45 @@ func TestTaskLayout(t *testing.T) {
 				t.Errorf("layout %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// The release's batch environment: 24.11 dropped SLURM_NODE_ALIASES and
+// added the job's times, licenses and oom_kill_step; 26.05 adds the SLUID
+// (measured with the stock 24.11.5 and 26.05.5 step managers, see
+// integration/release_facts_test.go).
+func TestBatchEnv_Releases(t *testing.T) {
+	start := time.Unix(1764000000, 0)
+	cred := &slurmproto.Cred{JobStartTime: start, JobEndTime: start.Add(time.Hour), JobLicenses: "lic:1",
+		StepID: slurmproto.StepID{SLUID: 0x1234}}
+	for _, tc := range []struct {
+		v          uint16
+		aliases    bool
+		extra      []string
+		sluid, oom bool
+	}{
+		{slurmproto.Version2205, true, nil, false, false},
+		{slurmproto.Version2411, false, []string{"SLURM_JOB_START_TIME=1764000000", "SLURM_JOB_END_TIME=1764003600", "SLURM_JOB_LICENSES=lic:1", "SLURM_OOM_KILL_STEP=1"}, false, true},
+		{slurmproto.Version2605, false, []string{"SLURM_JOB_START_TIME=1764000000", "SLURM_OOM_KILL_STEP=0"}, true, false},
+	} {
+		env := BatchJobEnv(job7(), BatchEnvConfig{ClusterName: "c", NodeName: "n1", Version: tc.v})
+		if _, ok := env.Get("SLURM_NODE_ALIASES"); ok != tc.aliases {
+			t.Errorf("0x%04x: SLURM_NODE_ALIASES set %v, want %v", tc.v, ok, tc.aliases)
+		}
+		ReleaseEnvOf(tc.v, cred, tc.oom).apply(&env)
+		for _, kv := range tc.extra {
+			k, want, _ := strings.Cut(kv, "=")
+			if got, _ := env.Get(k); got != want {
+				t.Errorf("0x%04x: %s=%q, want %q", tc.v, k, got, want)
+			}
+		}
+		if _, ok := env.Get("SLURM_JOB_SLUID"); ok != tc.sluid {
+			t.Errorf("0x%04x: SLURM_JOB_SLUID set %v, want %v", tc.v, ok, tc.sluid)
+		}
+		if tc.v < slurmproto.Version2411 {
+			if _, ok := env.Get("SLURM_OOM_KILL_STEP"); ok {
+				t.Errorf("0x%04x: SLURM_OOM_KILL_STEP set", tc.v)
+			}
+		}
 	}
 }

@@ -137,7 +137,7 @@ func newStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, error
 	s.env = BatchJobEnv(m, BatchEnvConfig{
 		ClusterName: spec.ClusterName, NodeName: spec.NodeName,
 		TopologyAddr: spec.TopologyAddr, TopologyPattern: spec.TopologyPattern,
-		PackNodes: spec.PackNodes,
+		PackNodes: spec.PackNodes, Version: spec.ProtocolVersion,
 	})
 	if err := s.listen(); err != nil {
 		s.removeBatchScript()

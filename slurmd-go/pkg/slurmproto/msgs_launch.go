@@ -682,17 +682,16 @@ type ReattachTasks struct {
 // MsgType implements Body.
 func (ReattachTasks) MsgType() MsgType { return RequestReattachTasks }
 
-// Key returns the I/O key the step's streams are authenticated with: the
-// fake credential's signature (22.05) or the key itself with its NUL, so
-// both compare equal to the launch credential's Signature.
+// Key returns the I/O key the step manager's io_init_msg must carry back to
+// sattach: the fake credential's signature (22.05) or, from 23.11, the key
+// itself with its NUL, as packstr sends it. Stock 24.11 and 26.05 sattach
+// send an empty key (they take the leading bytes of auth_g_create's
+// credential object as a string), which stock echoes unchecked.
 func (m *ReattachTasks) Key() []byte {
 	if m.Cred != nil {
 		return m.Cred.Signature
 	}
-	if m.IOKey == "" {
-		return nil
-	}
-	return append([]byte(m.IOKey), 0)
+	return append([]byte(CString(m.IOKey)), 0)
 }
 
 func init() {

@@ -637,3 +637,24 @@ func FuzzDecodeLaunchTasks(f *testing.F) {
 		}
 	})
 }
+
+// TestGoldenLaunch_ReattachTasksKey: from 23.11 sattach sends its own I/O
+// key instead of a fake job credential; stock 24.11.5 and 26.05.5 send it
+// empty. Key() is the string with its NUL, as io_init_msg_pack's packstr
+// must send it back for sattach's comparison to pass.
+func TestGoldenLaunch_ReattachTasksKey(t *testing.T) {
+	for f, want := range map[string]string{
+		"r2411/munge/reattach_tasks_v2a00.bin": "\x00",
+		"r2605/munge/reattach_tasks_v2d00.bin": "\x00",
+		"r2605/slurm/reattach_tasks_v2d00.bin": "\x00",
+	} {
+		_, _, b := decodeGoldenFrame(t, f)
+		if key := string(b.(*ReattachTasks).Key()); key != want {
+			t.Errorf("%s: key %q, want %q", f, key, want)
+		}
+	}
+	_, _, b := decodeGoldenFrame(t, "launch_tasks/reattach_tasks_v2600.bin")
+	if key := string(b.(*ReattachTasks).Key()); !strings.HasPrefix(key, "MUNGE:") {
+		t.Errorf("22.05: key %q, want the fake credential's signature", key)
+	}
+}
