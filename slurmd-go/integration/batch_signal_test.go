@@ -213,8 +213,13 @@ func testScancel(t *testing.T, p pair) {
 		}
 		host := node(r.j.c, nodeScancel)
 		out := mustRead(t, filepath.Join(r.j.dir, "slurm-"+r.j.id+".out"))
-		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(stepdLine(host, "*** JOB "+r.j.id+" ON "+host+" CANCELLED AT ")) +
-			`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \*\*\*$`)
+		facts := factsOf(t, r.j.c)
+		end := ""
+		if facts.stepdLogTimestamp {
+			end = " DUE to SIGNAL Terminated"
+		}
+		re := regexp.MustCompile(`(?m)^` + stepdErrorRe(facts, host) + regexp.QuoteMeta("*** JOB "+r.j.id+" ON "+host+" CANCELLED AT ") +
+			`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d` + regexp.QuoteMeta(end+" ***") + `$`)
 		if !re.MatchString(out) {
 			t.Errorf("%s: stderr lacks the cancel line (%s):\n%s", lbl, re, out)
 		}
@@ -260,7 +265,7 @@ func testTimeLimit(t *testing.T, p pair) {
 		}
 		host := node(j.c, nodeTimeLimit)
 		out := mustRead(t, filepath.Join(j.dir, "slurm-"+j.id+".out"))
-		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(stepdLine(host, "*** JOB "+j.id+" ON "+host+" CANCELLED AT ")) +
+		re := regexp.MustCompile(`(?m)^` + stepdErrorRe(factsOf(t, j.c), host) + regexp.QuoteMeta("*** JOB "+j.id+" ON "+host+" CANCELLED AT ") +
 			`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*$`)
 		if !re.MatchString(out) {
 			t.Errorf("%s: stderr lacks the time-limit line (%s):\n%s", lbl, re, out)

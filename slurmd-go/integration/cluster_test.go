@@ -270,12 +270,10 @@ func testReconfigure(t *testing.T, c *cluster.Cluster) {
 			}
 			return f["Slurmd Debug"] == "5", fmt.Sprintf("Slurmd Debug=%q", f["Slurmd Debug"])
 		})
-		if c.AtLeast("24.11") {
-			// 24.11 and 26.05 (measured): slurmd answers REQUEST_RECONFIGURE with
-			// SIGHUP to itself and re-executes itself (slurmd.c _try_to_reconfig, same
-			// pid under -D), so the new process shows NONE until slurmctld's next RPC
-			// to it, a ping within a few ping intervals. 22.05 reconfigures in place
-			// and shows the reconfigure's own time at once.
+		if factsOf(t, c).reconfigureReexec {
+			// The re-executed slurmd shows NONE until slurmctld's next RPC to it, a
+			// ping within a few ping intervals; 22.05 shows the reconfigure's own
+			// time at once.
 			c.WaitFor(t, n+" hears from slurmctld after the reconfigure", reconfigureTimeout, func() (bool, string) {
 				f, err := c.ShowSlurmdErr(t, "", n)
 				if err != nil {

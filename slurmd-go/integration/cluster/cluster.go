@@ -139,8 +139,7 @@ type Cluster struct {
 
 	// ns holds the cluster's private mount namespace (auth/slurm in a chroot; see
 	// startMountNS), nil otherwise. Set in Start before any daemon, then read-only.
-	ns  *proc
-	rel Release
+	ns *proc
 
 	mu    sync.Mutex        // guards ctld, procs, dyn
 	ctld  *proc             // guarded by mu
@@ -177,7 +176,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 		MinProtocolVersion: rel.MinProtocolVersion,
 		Auth:               opts.Auth,
 		Root:               rel.Root(),
-		rel:                rel,
 		RepoRoot:           root,
 		SlurmdTimeout:      time.Duration(opts.SlurmdTimeout) * time.Second,
 		PingInterval:       time.Duration(opts.SlurmdTimeout/3) * time.Second,
@@ -574,10 +572,6 @@ func (c *Cluster) startCtld(t testing.TB) {
 		return err == nil && strings.Contains(out, "is UP"), strings.TrimSpace(out)
 	})
 }
-
-// AtLeast reports whether the cluster's release is rel or newer ("24.11"): for the
-// few checks whose stock behaviour changed between releases. Any goroutine.
-func (c *Cluster) AtLeast(rel string) bool { return c.rel.AtLeast(rel) }
 
 // CtldPID is the pid of the running slurmctld.
 func (c *Cluster) CtldPID() int {

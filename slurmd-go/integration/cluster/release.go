@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -108,20 +107,6 @@ func (r Release) Root() string {
 		base = defaultChrootDir
 	}
 	return filepath.Join(base, r.Name)
-}
-
-// AtLeast reports whether r is release name or newer ("24.11" >= "22.05").
-func (r Release) AtLeast(name string) bool { return releaseOrder(r.Name) >= releaseOrder(name) }
-
-// releaseOrder maps "YY.MM" to YY*100+MM; anything else to -1.
-func releaseOrder(name string) int {
-	y, m, ok := strings.Cut(name, ".")
-	yy, err1 := strconv.Atoi(y)
-	mm, err2 := strconv.Atoi(m)
-	if !ok || err1 != nil || err2 != nil {
-		return -1
-	}
-	return yy*100 + mm
 }
 
 // HostPath is where path, a path inside the release's root, is on the host.
