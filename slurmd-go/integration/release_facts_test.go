@@ -78,6 +78,12 @@ type stockFacts struct {
 	// batch job's output file (sbatch -o no-such-dir/out.txt) and the job runs; 22.05
 	// fails it as unopenable (ESLURMD_IO_ERROR).
 	stepdCreatesOutputDirs bool
+	// doubleSigintAborts: a second SIGINT to srun within a second of the first aborts
+	// the step (Ctrl-C Ctrl-C). 26.05's srun never does: it compares the whole
+	// seconds left to its one-second deadline (signals.c _handle_intr,
+	// timespec_after_deadline(deadline) > 0), which are 0 for a SIGINT 0.2 s later,
+	// and prints its status again; measured twice, 20 s without an end.
+	doubleSigintAborts bool
 }
 
 var releaseFacts = map[string]stockFacts{
@@ -87,6 +93,7 @@ var releaseFacts = map[string]stockFacts{
 		prologBatchFlag:        "1",
 		prologAllocExitCode:    "0:0",
 		srunTerminating:        "srun: launch/slurm: _step_signal: Terminating StepId=<JOB>.0",
+		doubleSigintAborts:     true,
 	},
 	"24.11": { // 24.11.5, Debian trixie
 		jobTimesInEnv:          true,
@@ -97,6 +104,7 @@ var releaseFacts = map[string]stockFacts{
 		srunTerminating:        "srun: Terminating StepId=<JOB>.0",
 		reconfigureReexec:      true,
 		stepdCreatesOutputDirs: true,
+		doubleSigintAborts:     true,
 	},
 	"26.05": { // 26.05.5, Debian sid
 		jobTimesInEnv:             true,
@@ -142,6 +150,12 @@ func stepdErrorRe(f stockFacts, host string) string {
 		return `\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] error: `
 	}
 	return regexp.QuoteMeta(stepdLine(host, ""))
+}
+
+// stepdLineRe matches the whole line slurmstepd writes into a job's stderr for msg (an
+// error of its own or a `scontrol notify` text) on node host.
+func stepdLineRe(f stockFacts, host, msg string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^` + stepdErrorRe(f, host) + regexp.QuoteMeta(msg) + `$`)
 }
 
 // patternHost is what %N expands to in an output file pattern on node (its NodeName
