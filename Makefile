@@ -7,6 +7,10 @@ PKGS := ./...
 FUZZTIME ?= 10s
 # Every real-cluster test runs as root against Debian's slurmctld and munged.
 INTEGRATION_TIMEOUT ?= 25m
+# The real-cluster runs, RELEASE/AUTH/TESTS (scripts/integration.sh): the host's 22.05
+# and the 24.11 chroot with every test, the 26.05 chroot with the registration,
+# batch, srun, restart and bad-input tests, once with munge and once with auth/slurm.
+INTEGRATION_RUNS ?= 22.05/munge/all 24.11/munge/all 26.05/munge/subset 26.05/slurm/subset
 
 BENCH_BIN := bin/bench
 
@@ -19,18 +23,19 @@ build: ## build bin/slurmd-go and its step manager bin/slurmstepd-go
 	$(GO) build -o $(BIN) ./slurmd-go/cmd/slurmd
 	$(GO) build -o $(STEPD) ./slurmd-go/cmd/slurmstepd
 
-deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, libmunge-dev, ...) and start munged
+deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, libmunge-dev, ...), start munged, build and mount the 24.11 and 26.05 chroots
 	scripts/install-deps.sh
 	scripts/ensure-munged.sh
+	scripts/chroots.sh 24.11 26.05
 
 unit: ## unit tests, race detector on
 	$(GO) test -race -count=1 $(PKGS)
 
-integration: build ## real-cluster tests: real munged + slurmctld + slurmd-go nodes on loopback
-	TIEE_SLURMD_IMPL=go scripts/gotest-summary.sh bin/logs/integration.log -- $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./slurmd-go/integration/...
+integration: build ## real-cluster tests: slurmctld + slurmd-go nodes of each release in INTEGRATION_RUNS; logs in bin/logs/integration-RELEASE-AUTH.log
+	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/integration.sh go $(INTEGRATION_RUNS)
 
-integration-stock: ## the same real-cluster tests against Debian's stock slurmd, the reference
-	TIEE_SLURMD_IMPL=stock scripts/gotest-summary.sh bin/logs/integration-stock.log -- $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./slurmd-go/integration/...
+integration-stock: ## the same real-cluster runs against each release's stock slurmd, the reference; logs in bin/logs/integration-stock-RELEASE-AUTH.log
+	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/integration.sh stock $(INTEGRATION_RUNS)
 
 fuzz: ## run every fuzz target briefly (FUZZTIME each) on its committed corpus
 	scripts/fuzz.sh $(FUZZTIME)

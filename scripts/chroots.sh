@@ -36,9 +36,6 @@ bind() { # bind SRC DST [rbind]
 build() {
   local rel=$1 root=$2 suite tmp
   suite=$(suite_of "$rel")
-  command -v debootstrap >/dev/null || {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
-  }
   tmp="$root.tmp"
   rm -rf "$tmp"
   mkdir -p "$(dirname "$root")"
@@ -95,18 +92,45 @@ if [ "${1:-}" = --umount ]; then
   shift
 fi
 [ $# -gt 0 ] || { echo "usage: chroots.sh [--umount] RELEASE..." >&2; exit 2; }
-for rel in "$@"; do
-  suite_of "$rel" >/dev/null
-  root="$base/$rel"
-  if [ $action = down ]; then
-    umount_all "$root"
-    continue
-  fi
+up() { # up RELEASE: build if missing, mount
+  local rel=$1 root="$base/$1"
   # One builder at a time per release (CI and helpers may call this concurrently).
-  exec 9>"$base.$rel.lock" 2>/dev/null || { mkdir -p "$base"; exec 9>"$base.$rel.lock"; }
+  mkdir -p "$(dirname "$base")"
+  exec 9>"$base.$rel.lock"
   flock 9
   [ -f "$root/.tiee-ready" ] || build "$rel" "$root"
   mount_all "$root"
   flock -u 9
-  echo "$root"
+}
+
+for rel in "$@"; do
+  suite_of "$rel" >/dev/null
+done
+if [ $action = down ]; then
+  for rel in "$@"; do
+    umount_all "$base/$rel"
+  done
+  exit 0
+fi
+# debootstrap once, before the builders run in parallel (two apt-gets would race for
+# dpkg's lock).
+for rel in "$@"; do
+  if [ ! -f "$base/$rel/.tiee-ready" ] && ! command -v debootstrap >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  fi
+done
+# The releases build at once (each ~1.5 min the first time, mostly download and
+# dpkg waiting on I/O); the roots are printed in argument order once all are up.
+pids=()
+for rel in "$@"; do
+  up "$rel" &
+  pids+=($!)
+done
+rc=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { echo "chroots.sh: release ${*:$((i + 1)):1} failed" >&2; rc=1; }
+done
+[ $rc -eq 0 ] || exit $rc
+for rel in "$@"; do
+  echo "$base/$rel"
 done

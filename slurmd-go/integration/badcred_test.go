@@ -4,11 +4,10 @@ package integration
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +18,20 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// goldenLaunch is an srun launch captured from stock 22.05.8 (see pkg/slurmproto's golden tests).
-const goldenLaunch = "../pkg/slurmproto/testdata/launch_tasks/launch_tasks_1node_v2600.bin"
+// goldenLaunch is an srun launch captured from the stock slurmd of the release whose
+// protocol version is v (see pkg/slurmproto's golden tests; 22.05.8's is v2600).
+func goldenLaunch(v uint16) string {
+	return fmt.Sprintf("../pkg/slurmproto/testdata/launch_tasks/launch_tasks_1node_v%04x.bin", v)
+}
 
-// launchFor decodes the captured launch and aims it at node as a root step of job: a launch
-// a root srun could have sent, with a credential that passes every check. Each call returns
-// a fresh copy for one case to spoil.
-func launchFor(t *testing.T, node string, job uint32) *slurmproto.LaunchTasks {
+// launchFor decodes the captured launch of the cluster's release and aims it at node as
+// a root step of job: a launch a root srun could have sent, with a credential that passes
+// every check. Each call returns a fresh copy for one case to spoil.
+func launchFor(t *testing.T, cl *cluster.Cluster, node string, job uint32) *slurmproto.LaunchTasks {
 	t.Helper()
-	frame, err := os.ReadFile(goldenLaunch)
+	frame, err := os.ReadFile(goldenLaunch(cl.ProtocolVersion))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("no srun launch captured from Slurm %s (protocol 0x%04x): %v", cl.Release, cl.ProtocolVersion, err)
 	}
 	m, err := slurmproto.DecodeMessage(frame[4:])
 	if err != nil {
@@ -50,12 +52,12 @@ func launchFor(t *testing.T, node string, job uint32) *slurmproto.LaunchTasks {
 	return l
 }
 
-// signCred packs the credential's fields and signs them with munge as root, as slurmctld
-// does (sign: nil), or with the given signer.
-func signCred(t *testing.T, m *munge.Munge, c *slurmproto.Cred, sign func(payload []byte) string) {
+// signCred packs the credential's fields for protocol version v and signs them with munge
+// as root, as slurmctld does (sign: nil), or with the given signer.
+func signCred(t *testing.T, v uint16, m *munge.Munge, c *slurmproto.Cred, sign func(payload []byte) string) {
 	t.Helper()
 	c.Signed = nil
-	fields, err := c.PackFields(slurmproto.Version2205)
+	fields, err := c.PackFields(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,21 +95,19 @@ func mungeAs(t *testing.T, user string, payload []byte) string {
 func TestLaunch_BadCredentials(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Nodes: 1})
 	c.Run(t, "", "true") // makes sure the test user exists
-	m, err := munge.New(munge.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := rawPeer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Nodes[0].Port)), m: m}
+	p := newRawPeer(t, c)
+	m := p.m
 	node := c.Nodes[0].Name
+	v := c.ProtocolVersion
 	// sendAs sends the launch with the RPC's munge credential from user ("": root).
 	sendAs := func(t *testing.T, user string, l *slurmproto.LaunchTasks) uint32 {
 		t.Helper()
-		body, err := slurmproto.EncodeBody(slurmproto.Version2205, l)
+		body, err := slurmproto.EncodeBody(v, l)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Both daemons answer a launch, refused or not, with RESPONSE_SLURM_RC_MSG.
-		r := p.send(t, p.frameAs(t, user, slurmproto.Version2205, slurmproto.RequestLaunchTasks, body))
+		r := p.send(t, p.frameAs(t, user, v, slurmproto.RequestLaunchTasks, body))
 		if r == nil || r.Header.MsgType != slurmproto.ResponseSlurmRCMsg {
 			t.Fatalf("reply %+v, want RESPONSE_SLURM_RC_MSG", r)
 		}
@@ -126,18 +126,18 @@ func TestLaunch_BadCredentials(t *testing.T) {
 	}{
 		{"this node not in the step's node list", func(t *testing.T, l *slurmproto.LaunchTasks) {
 			l.CompleteNodelist = "nosuchnode"
-			signCred(t, m, l.Cred, nil)
+			signCred(t, v, m, l.Cred, nil)
 		}, slurmproto.ESlurmInvalidNodeName},
 		{"expired credential", func(t *testing.T, l *slurmproto.LaunchTasks) {
 			l.Cred.CTime = l.Cred.CTime.Add(-time.Hour)
-			signCred(t, m, l.Cred, nil)
+			signCred(t, v, m, l.Cred, nil)
 		}, slurmproto.ESlurmdCredentialExpired},
 		{"fields changed after signing", func(t *testing.T, l *slurmproto.LaunchTasks) {
-			signCred(t, m, l.Cred, nil)
+			signCred(t, v, m, l.Cred, nil)
 			l.Cred.JobPartition = "other"
 			signed := l.Cred.Signed
 			l.Cred.Signed = nil
-			fields, err := l.Cred.PackFields(slurmproto.Version2205)
+			fields, err := l.Cred.PackFields(v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,23 +147,23 @@ func TestLaunch_BadCredentials(t *testing.T) {
 			l.Cred.Signed = fields
 		}, slurmproto.ESlurmdInvalidJobCredential},
 		{"signed by an ordinary user", func(t *testing.T, l *slurmproto.LaunchTasks) {
-			signCred(t, m, l.Cred, func(payload []byte) string { return mungeAs(t, cluster.TestUser, payload) })
+			signCred(t, v, m, l.Cred, func(payload []byte) string { return mungeAs(t, cluster.TestUser, payload) })
 		}, slurmproto.ESlurmdInvalidJobCredential},
 		{"credential for another uid", func(t *testing.T, l *slurmproto.LaunchTasks) {
 			l.Cred.UID = 1
-			signCred(t, m, l.Cred, nil)
+			signCred(t, v, m, l.Cred, nil)
 		}, slurmproto.ESlurmdInvalidJobCredential},
 		{"credential for another step", func(t *testing.T, l *slurmproto.LaunchTasks) {
 			l.Cred.StepID.StepID = 7
-			signCred(t, m, l.Cred, nil)
+			signCred(t, v, m, l.Cred, nil)
 		}, slurmproto.ESlurmdInvalidJobCredential},
 		{"this node not in the credential's host list", func(t *testing.T, l *slurmproto.LaunchTasks) {
 			l.Cred.StepHostlist = "nosuchnode"
-			signCred(t, m, l.Cred, nil)
+			signCred(t, v, m, l.Cred, nil)
 		}, slurmproto.ESlurmdInvalidJobCredential},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := launchFor(t, node, firstJob+uint32(i))
+			l := launchFor(t, c, node, firstJob+uint32(i))
 			tc.spoil(t, l)
 			if got := send(t, l); got != tc.rc {
 				t.Fatalf("rc %s (%d), want %s (%d)", slurmproto.RCName(got), got, slurmproto.RCName(tc.rc), tc.rc)
@@ -171,14 +171,14 @@ func TestLaunch_BadCredentials(t *testing.T) {
 		})
 	}
 	t.Run("the same credential again, re-signed", func(t *testing.T) {
-		l := launchFor(t, node, firstJob+100)
+		l := launchFor(t, c, node, firstJob+100)
 		l.UID = 1 // refused after the credential was recorded
-		signCred(t, m, l.Cred, nil)
+		signCred(t, v, m, l.Cred, nil)
 		if got := send(t, l); got != slurmproto.ESlurmdInvalidJobCredential {
 			t.Fatalf("first: rc %s, want ESLURMD_INVALID_JOB_CREDENTIAL", slurmproto.RCName(got))
 		}
 		l.UID = 0
-		signCred(t, m, l.Cred, nil) // a fresh munge signature: only slurmd's own record can tell
+		signCred(t, v, m, l.Cred, nil) // a fresh munge signature: only slurmd's own record can tell
 		if got := send(t, l); got != slurmproto.ESlurmdCredentialReplayed {
 			t.Fatalf("second: rc %s, want ESLURMD_CREDENTIAL_REPLAYED", slurmproto.RCName(got))
 		}
@@ -188,8 +188,8 @@ func TestLaunch_BadCredentials(t *testing.T) {
 	// launch of it afterwards reaches the credential checks (and is refused only for the
 	// uid spoiled to keep the step from running), not refused as replayed.
 	t.Run("an ordinary user sends a root step", func(t *testing.T) {
-		l := launchFor(t, node, firstJob+200)
-		signCred(t, m, l.Cred, nil)
+		l := launchFor(t, c, node, firstJob+200)
+		signCred(t, v, m, l.Cred, nil)
 		if got := sendAs(t, cluster.TestUser, l); got != slurmproto.ESlurmUserIDMissing {
 			t.Fatalf("from %s: rc %s (%d), want ESLURM_USER_ID_MISSING", cluster.TestUser, slurmproto.RCName(got), got)
 		}
@@ -199,7 +199,7 @@ func TestLaunch_BadCredentials(t *testing.T) {
 		}
 	})
 	t.Run("nothing started, still serving", func(t *testing.T) {
-		wantPing(t, p.send(t, p.frame(t, slurmproto.Version2205, slurmproto.RequestPing, nil, nil)), slurmproto.Version2205)
+		wantPing(t, p.send(t, p.frame(t, v, slurmproto.RequestPing, nil, nil)), v)
 		if !c.NodeRunning(node) {
 			t.Fatal("node daemon died")
 		}

@@ -123,7 +123,6 @@ func checkBatchEnv(t *testing.T, what string, j jobOf, userName string, nodes in
 		"SLURM_JOB_CPUS_PER_NODE":     cpusPerNode,
 		"SLURM_TASKS_PER_NODE":        cpusPerNode,
 		"SLURM_CPUS_ON_NODE":          "1",
-		"SLURM_NODE_ALIASES":          "(null)",
 		"SLURM_NODEID":                "0",
 		"SLURM_PROCID":                "0",
 		"SLURM_LOCALID":               "0",
@@ -133,7 +132,6 @@ func checkBatchEnv(t *testing.T, what string, j jobOf, userName string, nodes in
 		"SLURM_JOB_USER":              userName,
 		"SLURM_MEM_PER_CPU":           strconv.Itoa(batchMemPerCPU),
 		"SLURM_SUBMIT_DIR":            j.dir,
-		"SLURM_WORKING_CLUSTER":       fmt.Sprintf("%s:127.0.0.1:%d:9728:109", j.c.Name, j.c.CtldPort),
 		"SLURM_TASK_PID":              files["pid.out"], // the batch shell itself
 		"TMPDIR":                      "/tmp",
 		// From the submission environment (sbatch --export=ALL).
@@ -146,14 +144,40 @@ func checkBatchEnv(t *testing.T, what string, j jobOf, userName string, nodes in
 		want["SLURM_NTASKS"] = strconv.Itoa(nodes)
 		want["SLURM_NPROCS"] = strconv.Itoa(nodes)
 	}
+	unset := []string{"SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"}
+	facts := factsOf(t, j.c)
+	if facts.batchStepIDVars {
+		want["SLURM_STEP_ID"] = "-5"
+		want["SLURM_STEPID"] = "-5"
+	} else {
+		unset = append(unset, "SLURM_STEP_ID", "SLURM_STEPID")
+	}
+	if !facts.jobSLUID {
+		unset = append(unset, "SLURM_JOB_SLUID")
+	} else if v := env["SLURM_JOB_SLUID"]; !jobIDVars["SLURM_JOB_SLUID"].MatchString(v) {
+		t.Errorf("%s: SLURM_JOB_SLUID=%q, want the form %s", what, v, jobIDVars["SLURM_JOB_SLUID"])
+	}
+	if facts.batchEnvWorkingCluster {
+		want["SLURM_NODE_ALIASES"] = "(null)"
+		want["SLURM_WORKING_CLUSTER"] = fmt.Sprintf("%s:127.0.0.1:%d:%d:109", j.c.Name, j.c.CtldPort, j.c.ProtocolVersion)
+	} else {
+		unset = append(unset, "SLURM_NODE_ALIASES", "SLURM_WORKING_CLUSTER")
+	}
+	if facts.jobTimesInEnv {
+		want["SLURM_OOM_KILL_STEP"] = "0"
+		checkJobTimes(t, what, env, f, unlimitedSpan)
+	} else {
+		unset = append(unset, jobTimeVars...)
+		unset = append(unset, "SLURM_OOM_KILL_STEP")
+	}
 	for k, w := range want {
 		if got, ok := env[k]; !ok || got != w {
 			t.Errorf("%s: %s=%q (set %v), want %q", what, k, got, ok, w)
 		}
 	}
-	for _, k := range []string{"SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_RESTART_COUNT"} {
+	for _, k := range unset {
 		if v, ok := env[k]; ok {
-			t.Errorf("%s: %s=%q is set; the stock batch shell of a plain first run has none", what, k, v)
+			t.Errorf("%s: %s=%q is set; the stock batch shell of a plain first run (Slurm %s) has none", what, k, v, j.c.Release)
 		}
 	}
 	if files["umask.out"] != "0022" {

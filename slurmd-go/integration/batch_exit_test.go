@@ -11,47 +11,86 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
 )
 
-// exitCase is one batch script and what slurmctld and the Epilog see of its end.
-// The stock values: slurmstepd sends the raw wait status of the batch shell
+// exitOutcome is what slurmctld and the Epilog see of a batch job's end. The stock
+// values: slurmstepd sends the raw wait status of the batch shell
 // (REQUEST_COMPLETE_BATCH_SCRIPT job_rc), slurmctld shows ExitCode
 // "WEXITSTATUS:WTERMSIG" and the Epilog gets the raw status in SLURM_JOB_EXIT_CODE
 // and "exit:signal" in SLURM_JOB_EXIT_CODE2.
-type exitCase struct {
-	name   string
-	script string   // the lines after #!/bin/bash
-	args   []string // extra sbatch arguments
+type exitOutcome struct {
 	// scontrol show job
 	state, reason, exitCode string
 	// Epilog environment
 	epilogCode, epilogCode2 string
 }
 
+// exitCase is one batch script and how it ends.
+type exitCase struct {
+	name   string
+	script string   // the lines after #!/bin/bash
+	args   []string // extra sbatch arguments
+	file   string   // a plain file created in the job's directory before the submission
+	exitOutcome
+	// raisedReason replaces reason where the release names the signal
+	// (stockFacts.reasonRaisedSignal).
+	raisedReason string
+	// dirCreated, if set, is the outcome where the step manager creates a missing
+	// output directory (stockFacts.stepdCreatesOutputDirs).
+	dirCreated *exitOutcome
+}
+
+// outcome is how tc ends on a release with facts f.
+func (tc exitCase) outcome(f stockFacts) exitOutcome {
+	o := tc.exitOutcome
+	if tc.raisedReason != "" && f.reasonRaisedSignal {
+		o.reason = tc.raisedReason
+	}
+	if tc.dirCreated != nil && f.stepdCreatesOutputDirs {
+		o = *tc.dirCreated
+	}
+	return o
+}
+
+// stdoutUnopenable is how a job whose stdout cannot be opened ends: slurmstepd
+// reports ESLURMD_IO_ERROR (4021 = 0xfb5) as the job's status, which slurmctld reads
+// as signal 0xfb5&0x7f = 53; the node is not drained (batch jobs report slurm_rc 0
+// for I/O setup failures).
+var stdoutUnopenable = exitOutcome{state: "FAILED", reason: "JobLaunchFailure", exitCode: "0:53", epilogCode: "4021", epilogCode2: "0:53"}
+
 var exitCases = []exitCase{
 	{
 		name: "exit0", script: "echo hello\nexit 0",
-		state: "COMPLETED", reason: "None", exitCode: "0:0", epilogCode: "0", epilogCode2: "0:0",
+		exitOutcome: exitOutcome{state: "COMPLETED", reason: "None", exitCode: "0:0", epilogCode: "0", epilogCode2: "0:0"},
 	},
 	{
 		// A background child outlives the shell: the step is not over (and the Epilog
 		// does not start) until it is killed.
-		name:   "exit3",
-		script: `bash -c "exec -a linger-$SLURM_CLUSTER_NAME-$SLURM_JOB_ID sleep 1000" &` + "\nexit 3",
-		state:  "FAILED", reason: "NonZeroExitCode", exitCode: "3:0", epilogCode: "768", epilogCode2: "3:0",
+		name:        "exit3",
+		script:      `bash -c "exec -a linger-$SLURM_CLUSTER_NAME-$SLURM_JOB_ID sleep 1000" &` + "\nexit 3",
+		exitOutcome: exitOutcome{state: "FAILED", reason: "NonZeroExitCode", exitCode: "3:0", epilogCode: "768", epilogCode2: "3:0"},
 	},
 	{
 		name: "sigkill", script: "kill -9 $$",
-		state: "FAILED", reason: "JobLaunchFailure", exitCode: "0:9", epilogCode: "9", epilogCode2: "0:9",
+		exitOutcome:  exitOutcome{state: "FAILED", reason: "JobLaunchFailure", exitCode: "0:9", epilogCode: "9", epilogCode2: "0:9"},
+		raisedReason: "RaisedSignal:9(Killed)",
 	},
 	{
 		name: "sigusr1", script: "kill -USR1 $$",
-		state: "FAILED", reason: "JobLaunchFailure", exitCode: "0:10", epilogCode: "10", epilogCode2: "0:10",
+		exitOutcome:  exitOutcome{state: "FAILED", reason: "JobLaunchFailure", exitCode: "0:10", epilogCode: "10", epilogCode2: "0:10"},
+		raisedReason: "RaisedSignal:10(User_defined_signal_1)",
 	},
 	{
-		// stdout cannot be opened: slurmstepd reports ESLURMD_IO_ERROR (4021 = 0xfb5) as
-		// the job's status, which slurmctld reads as signal 0xfb5&0x7f = 53; the node is
-		// not drained (batch jobs report slurm_rc 0 for I/O setup failures).
-		name: "stdout-unopenable", script: "echo never", args: []string{"-o", "no-such-dir/out.txt"},
-		state: "FAILED", reason: "JobLaunchFailure", exitCode: "0:53", epilogCode: "4021", epilogCode2: "0:53",
+		// A plain file where the output's directory should be: no release can open it.
+		name: "stdout-unopenable", script: "echo never", args: []string{"-o", "a-file/out.txt"}, file: "a-file",
+		exitOutcome:  stdoutUnopenable,
+		raisedReason: "RaisedSignal:53(Real-time_signal_19)",
+	},
+	{
+		// A missing directory: 22.05 cannot open the file; 24.11 on create the
+		// directory, and the job runs.
+		name: "stdout-dir-missing", script: "echo ran", args: []string{"-o", "no-such-dir/out.txt"},
+		exitOutcome:  stdoutUnopenable,
+		raisedReason: "RaisedSignal:53(Real-time_signal_19)",
+		dirCreated:   &exitOutcome{state: "COMPLETED", reason: "None", exitCode: "0:0", epilogCode: "0", epilogCode2: "0:0"},
 	},
 }
 
@@ -74,6 +113,9 @@ func testExitCodes(t *testing.T, p pair) {
 				d := c.WorkDir(t, user, sub...)
 				touch(t, filepath.Join(d, markRecordEpilog))
 				touch(t, filepath.Join(d, markRecordProlog))
+				if tc.file != "" {
+					touch(t, filepath.Join(d, tc.file))
+				}
 			}
 			tc := tc
 			ref, sut := submitBoth(t, p, user, "#!/bin/bash\n"+tc.script+"\n", func(c *cluster.Cluster) []string {
@@ -84,9 +126,10 @@ func testExitCodes(t *testing.T, p pair) {
 	}
 	for _, r := range runs {
 		what := r.user + "/" + r.tc.name
-		fr, fs := waitBoth(t, r.ref, r.sut, shortJobTimeout, r.tc.state)
+		want := r.tc.outcome(factsOf(t, p.ref))
+		fr, fs := waitBoth(t, r.ref, r.sut, shortJobTimeout, want.state)
 		sameFields(t, what, fr, fs, map[string]string{
-			"JobState": r.tc.state, "Reason": r.tc.reason, "ExitCode": r.tc.exitCode,
+			"JobState": want.state, "Reason": want.reason, "ExitCode": want.exitCode,
 			"Restarts": "0", "BatchFlag": "1",
 		}, "JobState", "Reason", "ExitCode", "Restarts", "BatchFlag")
 
@@ -102,8 +145,8 @@ func testExitCodes(t *testing.T, p pair) {
 			envs[j.c] = env
 			for k, want := range map[string]string{
 				"SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
-				"SLURM_JOB_EXIT_CODE":  r.tc.epilogCode,
-				"SLURM_JOB_EXIT_CODE2": r.tc.epilogCode2,
+				"SLURM_JOB_EXIT_CODE":  want.epilogCode,
+				"SLURM_JOB_EXIT_CODE2": want.epilogCode2,
 				"SLURM_JOB_ID":         j.id,
 				"SLURM_JOBID":          j.id,
 				"SLURM_JOB_USER":       r.user,
@@ -123,6 +166,10 @@ func testExitCodes(t *testing.T, p pair) {
 					t.Errorf("%s: epilog %s=%q, want %q", lbl, k, env[k], want)
 				}
 			}
+			jf := map[*cluster.Cluster]map[string]string{p.ref: fr, p.sut: fs}[j.c]
+			if factsOf(t, j.c).jobTimesInEnv {
+				checkJobTimes(t, lbl+": epilog", env, jf, 0) // the job's real end
+			}
 			if procs := strings.TrimSpace(mustRead(t, filepath.Join(j.dir, "epilog."+j.id+".procs"))); procs != "0" {
 				t.Errorf("%s: %s processes of the job still ran when the Epilog started, want 0", lbl, procs)
 			}
@@ -134,7 +181,10 @@ func testExitCodes(t *testing.T, p pair) {
 			pr := parseEnv0(mustRead(t, filepath.Join(r.ref.dir, "prolog."+r.ref.id+".env")))
 			ps := parseEnv0(mustRead(t, filepath.Join(r.sut.dir, "prolog."+r.sut.id+".env")))
 			compareEnv(t, what+": Prolog environment", pr, ps, nref, nsut)
-			for _, e := range []map[string]string{pr, ps} {
+			for i, e := range []map[string]string{pr, ps} {
+				if factsOf(t, p.ref).jobTimesInEnv {
+					checkJobTimes(t, what+" "+p.label(p.both()[i])+": prolog", e, []map[string]string{fr, fs}[i], unlimitedSpan)
+				}
 				if e["SLURM_SCRIPT_CONTEXT"] != "prolog_slurmd" || e["SLURM_JOB_USER"] != r.user {
 					t.Errorf("%s: prolog SLURM_SCRIPT_CONTEXT=%q SLURM_JOB_USER=%q, want prolog_slurmd, %s",
 						what, e["SLURM_SCRIPT_CONTEXT"], e["SLURM_JOB_USER"], r.user)
@@ -150,8 +200,15 @@ func testExitCodes(t *testing.T, p pair) {
 				}
 			}
 		}
+		if r.tc.dirCreated != nil && factsOf(t, p.ref).stepdCreatesOutputDirs {
+			for _, j := range []jobOf{r.ref, r.sut} {
+				if out, ok := readJobFile(t, filepath.Join(j.dir, "no-such-dir", "out.txt")); out != "ran\n" {
+					t.Errorf("%s %s: no-such-dir/out.txt = %q (exists %v), want %q in the directory the step manager created", what, p.label(j.c), out, ok, "ran\n")
+				}
+			}
+		}
 		// The I/O failure does not drain the node.
-		if r.tc.name == "stdout-unopenable" {
+		if want.exitCode == stdoutUnopenable.exitCode {
 			for _, j := range []jobOf{r.ref, r.sut} {
 				f := j.c.ShowNode(t, j.c.ShowJob(t, j.id)["BatchHost"])
 				if strings.Contains(f["State"], "DRAIN") {

@@ -187,6 +187,21 @@ func outCases() []outCase {
 	}
 }
 
+// outputHost is what %N expands to in j's output file names (patternHost): its batch
+// host, for an array the first task's.
+func outputHost(t *testing.T, j jobOf) string {
+	t.Helper()
+	f := factsOf(t, j.c)
+	if !f.patternNIsNodeName {
+		return patternHost(t, f, "")
+	}
+	recs, err := j.c.ShowJobsErr(t, j.id)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("scontrol show job %s: %d records, %v", j.id, len(recs), err)
+	}
+	return patternHost(t, f, recs[0]["BatchHost"])
+}
+
 func atoi(s string) int {
 	n, err := strconv.Atoi(s)
 	if err != nil {
@@ -199,7 +214,6 @@ func atoi(s string) int {
 // backslash rule, relative paths, open modes, default names and array names land
 // where the stock daemon puts them, with the right content and owner.
 func testOutputFiles(t *testing.T, p pair) {
-	host := hostShortName(t)
 	type run struct {
 		tc       outCase
 		ref, sut jobOf
@@ -243,7 +257,7 @@ func testOutputFiles(t *testing.T, p pair) {
 		got := map[*cluster.Cluster][]string{}
 		for _, j := range []jobOf{r.ref, r.sut} {
 			lbl := what + " " + p.label(j.c)
-			want := r.tc.want(j.id, host)
+			want := r.tc.want(j.id, outputHost(t, j))
 			files := listFiles(t, j.dir)
 			got[j.c] = files
 			if !slices.Equal(files, sortedKeys(want)) {

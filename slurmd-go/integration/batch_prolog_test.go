@@ -13,13 +13,10 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
 )
 
-// Stock 22.05.8 after a failed Prolog:
+// The stock slurmd after a failed Prolog (what changed since 22.05.8 is in
+// stockFacts: the job's output, BatchFlag, the ExitCode with PrologFlags=Alloc and
+// the Reason after resume):
 const (
-	// Without PrologFlags=Alloc slurmd runs the Prolog when the batch launch arrives
-	// and writes this to the job's stderr (here: the default output file). With
-	// PrologFlags=Alloc it runs at allocation (REQUEST_LAUNCH_PROLOG), the batch
-	// launch never happens and no output file is created.
-	prologErrorOutput = "Error running slurm prolog: 1\n"
 	// The drain reason slurmctld records (registration status ESLURMD_PROLOG_FAILED,
 	// node_mgr.c), shown as "Prolog error [<SlurmUser>@<time>]".
 	prologDrainReason = "Prolog error"
@@ -33,8 +30,9 @@ const (
 var prologReasonRe = regexp.MustCompile(`^` + regexp.QuoteMeta(prologDrainReason) + ` \[root@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]$`)
 
 // testPrologFailure: a Prolog exiting 1 drains the node with reason "Prolog error",
-// writes the stock message to the job's output (not with PrologFlags=Alloc: then no
-// output file at all), and requeues the job held
+// writes the stock message to the job's output in 22.05 without PrologFlags=Alloc
+// (22.05 with it, and 24.11 either way: no output file at all; with Alloc the batch
+// launch never happens), and requeues the job held
 // (PENDING, launch_failed_requeued_held, Restarts=1, Priority 0); the Prolog saw the
 // stock environment. After `scontrol update nodename=... state=resume`, release and
 // StartTime=now the same job runs (SLURM_RESTART_COUNT=1) and completes.
@@ -52,6 +50,11 @@ func testPrologFailure(t *testing.T, p pair, alloc bool) {
 	}, "prolog")
 	jobs := []jobOf{ref, sut}
 	failedAt := time.Now()
+	facts := factsOf(t, p.ref)
+	wantOutput := facts.prologErrorOutput
+	if alloc {
+		wantOutput = ""
+	}
 
 	held := map[*cluster.Cluster]map[string]string{}
 	for _, j := range jobs {
@@ -69,17 +72,22 @@ func testPrologFailure(t *testing.T, p pair, alloc bool) {
 		})
 		out, ok := readJobFile(t, filepath.Join(j.dir, "slurm-"+j.id+".out"))
 		switch {
-		case alloc && ok:
-			t.Errorf("%s: PrologFlags=Alloc: the job never launched, yet slurm-%s.out exists: %q", lbl, j.id, out)
-		case !alloc && out != prologErrorOutput:
-			t.Errorf("%s: job output after the failed prolog = %q (exists %v), want %q", lbl, out, ok, prologErrorOutput)
+		case wantOutput == "" && ok:
+			t.Errorf("%s: the batch script never ran (Slurm %s, PrologFlags=Alloc %v), yet slurm-%s.out exists: %q", lbl, j.c.Release, alloc, j.id, out)
+		case wantOutput != "" && out != wantOutput:
+			t.Errorf("%s: job output after the failed prolog = %q (exists %v), want %q", lbl, out, ok, wantOutput)
 		}
 		if el, err := cluster.ParseSlurmTime(held[j.c]["EligibleTime"]); err != nil || el.Sub(failedAt) < requeueMinDelay {
 			t.Errorf("%s: requeued job EligibleTime=%s, want >= %v after the failure", lbl, held[j.c]["EligibleTime"], requeueMinDelay)
 		}
 	}
+	exitCode := "0:0"
+	if alloc {
+		exitCode = facts.prologAllocExitCode
+	}
 	sameFields(t, "prolog failure", held[p.ref], held[p.sut], map[string]string{
-		"JobState": "PENDING", "Reason": prologHeldReason, "Restarts": "1", "Priority": "0", "BatchFlag": "1", "ExitCode": "0:0",
+		"JobState": "PENDING", "Reason": prologHeldReason, "Restarts": "1", "Priority": "0",
+		"BatchFlag": facts.prologBatchFlag, "ExitCode": exitCode,
 	}, "JobState", "Reason", "Restarts", "Priority", "BatchFlag", "ExitCode")
 
 	ids := func(j jobOf) map[string]string { return jobWords(j, held[j.c]) }
@@ -90,6 +98,12 @@ func testPrologFailure(t *testing.T, p pair, alloc bool) {
 		j   jobOf
 		env map[string]string
 	}{{ref, pr}, {sut, ps}} {
+		if facts.jobTimesInEnv {
+			// The requeued job's StartTime is no longer the prolog's: only the span.
+			if span, ok := jobTimeSpan(x.env); !ok || span != unlimitedSpan {
+				t.Errorf("%s: prolog %s - %s = %v (valid %v), want %v", p.label(x.j.c), jobTimeVars[1], jobTimeVars[0], span, ok, unlimitedSpan)
+			}
+		}
 		if x.env["SLURM_SCRIPT_CONTEXT"] != "prolog_slurmd" || x.env["SLURM_JOB_ID"] != x.j.id || x.env["SLURM_JOB_RESTART_COUNT"] != "0" {
 			t.Errorf("%s: prolog SLURM_SCRIPT_CONTEXT=%q SLURM_JOB_ID=%q SLURM_JOB_RESTART_COUNT=%q, want prolog_slurmd, %s, 0",
 				p.label(x.j.c), x.env["SLURM_SCRIPT_CONTEXT"], x.env["SLURM_JOB_ID"], x.env["SLURM_JOB_RESTART_COUNT"], x.j.id)
@@ -110,7 +124,11 @@ func testPrologFailure(t *testing.T, p pair, alloc bool) {
 		n := node(j.c, nodePrologBad)
 		j.c.MustRun(t, "", "scontrol", "update", "nodename="+n, "state=resume")
 		j.c.WaitNodes(t, "idle", []string{n}, nodeIdleTimeout)
-		if f := j.c.ShowNode(t, n); f["Reason"] != "" {
+		f := j.c.ShowNode(t, n)
+		switch {
+		case facts.prologReasonKept && !prologReasonRe.MatchString(f["Reason"]):
+			t.Errorf("%s: node %s Reason=%q after resume, want the drain reason kept (%s, as stock %s)", p.label(j.c), n, f["Reason"], prologReasonRe, p.ref.StockVersion)
+		case !facts.prologReasonKept && f["Reason"] != "":
 			t.Errorf("%s: node %s Reason=%q after resume, want none", p.label(j.c), n, f["Reason"])
 		}
 		j.c.MustRun(t, "", "scontrol", "release", j.id)

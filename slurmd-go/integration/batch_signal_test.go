@@ -29,7 +29,8 @@ const notifyMsg = "hello from scontrol notify"
 // testSignals, as the ordinary user who owns the job:
 //   - `scancel -s USR1` signals only the job's steps (KILL_STEPS_ONLY): a batch job
 //     without steps gets nothing;
-//   - `scontrol notify` writes "slurmstepd-<node>: error: <msg>" to the job's stderr;
+//   - `scontrol notify` writes "slurmstepd-<node>: error: <msg>" to the job's stderr
+//     (26.05: "[<time>] error: <msg>", stepdErrorRe);
 //   - `scancel -b -s USR1` (KILL_JOB_BATCH) reaches the batch shell only, not its
 //     child in the same process group;
 //   - `scancel --full -s USR1` (KILL_FULL_JOB) reaches the whole process group;
@@ -56,7 +57,11 @@ func testSignals(t *testing.T, p pair) {
 	}
 	for _, j := range jobs {
 		host := j.c.ShowJob(t, j.id)["BatchHost"]
-		waitFileContains(t, j.c, filepath.Join(j.dir, "slurm-"+j.id+".out"), stepdLine(host, notifyMsg)+"\n", fileTimeout)
+		re := stepdLineRe(factsOf(t, j.c), host, notifyMsg)
+		j.c.WaitFor(t, fmt.Sprintf("slurm-%s.out to have %s", j.id, re), fileTimeout, func() (bool, string) {
+			s := stderrOf(j)
+			return re.MatchString(s), fmt.Sprintf("%q", s)
+		})
 	}
 	time.Sleep(signalSettle)
 	for _, j := range jobs {
@@ -104,24 +109,23 @@ func testSignals(t *testing.T, p pair) {
 	fr, fs := waitBoth(t, ref, sut, shortJobTimeout, "COMPLETED")
 	sameFields(t, "signals", fr, fs, map[string]string{"JobState": "COMPLETED", "ExitCode": "0:0"}, "JobState", "ExitCode", "Reason")
 
-	// slurmstepd's lines in stderr are the same on both (the shell's own messages,
-	// e.g. "User defined signal 1" for a foreground sleep killed by --full, are bash's).
-	stepdLines := func(j jobOf) []string {
-		var l []string
-		for _, line := range strings.Split(stderrOf(j), "\n") {
-			if strings.HasPrefix(line, "slurmstepd") {
-				l = append(l, line)
-			}
-		}
-		return l
-	}
+	// slurmstepd's lines in stderr are the same on both: the notify line only (the
+	// shell's own messages, e.g. "User defined signal 1" for a foreground sleep killed
+	// by --full, are bash's).
 	for _, x := range []struct {
 		j jobOf
 		f map[string]string
 	}{{ref, fr}, {sut, fs}} {
-		want := []string{stepdLine(x.f["BatchHost"], notifyMsg)}
-		if got := stepdLines(x.j); strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s: slurmstepd lines in stderr %q, want %q", p.label(x.j.c), got, want)
+		facts := factsOf(t, x.j.c)
+		anyLine := regexp.MustCompile(`^` + stepdErrorRe(facts, x.f["BatchHost"]))
+		var got []string
+		for _, line := range strings.Split(stderrOf(x.j), "\n") {
+			if anyLine.MatchString(line) {
+				got = append(got, line)
+			}
+		}
+		if len(got) != 1 || !stepdLineRe(facts, x.f["BatchHost"], notifyMsg).MatchString(got[0]) {
+			t.Errorf("%s: slurmstepd lines in stderr %q, want only the notify line (%s)", p.label(x.j.c), got, stepdLineRe(facts, x.f["BatchHost"], notifyMsg))
 		}
 	}
 }
@@ -213,8 +217,13 @@ func testScancel(t *testing.T, p pair) {
 		}
 		host := node(r.j.c, nodeScancel)
 		out := mustRead(t, filepath.Join(r.j.dir, "slurm-"+r.j.id+".out"))
-		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(stepdLine(host, "*** JOB "+r.j.id+" ON "+host+" CANCELLED AT ")) +
-			`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \*\*\*$`)
+		facts := factsOf(t, r.j.c)
+		end := ""
+		if facts.stepdLogTimestamp {
+			end = " DUE to SIGNAL Terminated"
+		}
+		re := regexp.MustCompile(`(?m)^` + stepdErrorRe(facts, host) + regexp.QuoteMeta("*** JOB "+r.j.id+" ON "+host+" CANCELLED AT ") +
+			`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d` + regexp.QuoteMeta(end+" ***") + `$`)
 		if !re.MatchString(out) {
 			t.Errorf("%s: stderr lacks the cancel line (%s):\n%s", lbl, re, out)
 		}
@@ -260,7 +269,7 @@ func testTimeLimit(t *testing.T, p pair) {
 		}
 		host := node(j.c, nodeTimeLimit)
 		out := mustRead(t, filepath.Join(j.dir, "slurm-"+j.id+".out"))
-		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(stepdLine(host, "*** JOB "+j.id+" ON "+host+" CANCELLED AT ")) +
+		re := regexp.MustCompile(`(?m)^` + stepdErrorRe(factsOf(t, j.c), host) + regexp.QuoteMeta("*** JOB "+j.id+" ON "+host+" CANCELLED AT ") +
 			`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*$`)
 		if !re.MatchString(out) {
 			t.Errorf("%s: stderr lacks the time-limit line (%s):\n%s", lbl, re, out)

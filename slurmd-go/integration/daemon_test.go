@@ -53,7 +53,11 @@ func TestDaemon_AdminLifecycle(t *testing.T) {
 	outer := t
 	t.Run("second daemon takes over", func(t *testing.T) {
 		old := c.NodePID(node)
-		second = exec.Command(c.SlurmdBin, "-D", "-N", node, "-f", c.ConfPath, "-L", secondLog)
+		var err error
+		second, err = c.Command("", "/", c.SlurmdBin, "-D", "-N", node, "-f", c.ConfPath, "-L", secondLog)
+		if err != nil {
+			t.Fatal(err)
+		}
 		second.Env = append(os.Environ(), "SLURM_CONF="+c.ConfPath)
 		second.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := second.Start(); err != nil {
@@ -147,20 +151,31 @@ func TestDaemon_IdleConnectionsDoNotBlock(t *testing.T) {
 }
 
 // TestDaemon_PrintConfig: `-C` prints the same hardware line as the stock
-// slurmd (UpTime may tick between the two runs).
+// slurmd of the release (UpTime may tick between the two runs), both run where that
+// release's daemons run.
 func TestDaemon_PrintConfig(t *testing.T) {
-	bin := os.Getenv("TIEE_SLURMD_BIN")
+	bin := os.Getenv(cluster.EnvSlurmdBin)
 	if bin == "" {
 		bin = filepath.Join(repoRoot(t), "bin", "slurmd-go")
 	}
-	ours, err := exec.Command(bin, "-C").Output()
+	rel, err := cluster.SelectedRelease()
 	if err != nil {
-		t.Fatalf("%s -C: %v", bin, err)
+		t.Fatal(err)
 	}
-	stock, err := exec.Command("/usr/sbin/slurmd", "-C").Output()
-	if err != nil {
-		t.Fatalf("slurmd -C: %v", err)
+	output := func(argv ...string) []byte {
+		t.Helper()
+		cmd, err := rel.Command(argv...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s -C (Slurm %s): %v", argv[0], rel.Name, err)
+		}
+		return out
 	}
+	ours := output(bin, "-C")
+	stock := output(cluster.StockSlurmd, "-C")
 	first := func(b []byte) string { return strings.SplitN(string(b), "\n", 2)[0] }
 	if first(ours) != first(stock) {
 		t.Fatalf("-C differs:\n ours:  %s\n stock: %s", first(ours), first(stock))

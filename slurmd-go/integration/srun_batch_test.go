@@ -38,7 +38,7 @@ func wantJobLines(t *testing.T, p pair, lref, lsut, want []string) {
 	t.Helper()
 	want = sortedLines(strings.Join(want, "\n"))
 	if !slices.Equal(lref, want) {
-		t.Errorf("%s: job output (sorted, normalized)\n  %q\nwant\n  %q (stock 22.05.8 behaviour changed?)", p.label(p.ref), lref, want)
+		t.Errorf("%s: job output (sorted, normalized)\n  %q\nwant\n  %q (the stock slurmd's behaviour changed?)", p.label(p.ref), lref, want)
 	}
 	if !slices.Equal(lsut, want) {
 		t.Errorf("%s: job output (sorted, normalized)\n  %q\nwant\n  %q", p.label(p.sut), lsut, want)
@@ -112,7 +112,7 @@ func testSrunKillOnBadExit(t *testing.T, p pair) {
 	})
 	wantJobLines(t, p, lref, lsut, []string{
 		"srun: error: <NODE>1: task 0: Exited with exit code 1",
-		"srun: launch/slurm: _step_signal: Terminating StepId=<JOB>.0",
+		factsOf(t, p.ref).srunTerminating,
 		"srun: error: <NODE>2: task 1: Terminated",
 		"srun: error: <NODE>3: task 2: Terminated",
 		"srun: Force Terminated StepId=<JOB>.0",

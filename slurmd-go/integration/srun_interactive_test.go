@@ -28,6 +28,8 @@ type sigintRun struct {
 
 // testSrunSigint: two SIGINTs to srun within a second (Ctrl-C Ctrl-C) end the step:
 // srun exits with the stock status and no process of the task (a sleep 300) is left.
+// Where srun does not abort on the second SIGINT (stockFacts.doubleSigintAborts), one
+// SIGINT to `srun --quit-on-interrupt` ends the step the same way.
 func testSrunSigint(t *testing.T, p pair) {
 	dirs := workDirs(t, p, "root", "sigint")
 	ref, sut := onBoth(p, func(c *cluster.Cluster) sigintRun {
@@ -55,8 +57,12 @@ func sigintOn(t *testing.T, c *cluster.Cluster, dir string) sigintRun {
 	marker := "srunint-" + c.Name
 	// ^: srun's own command line contains the marker too, not at its start.
 	pattern := "^" + marker
-	cl, err := c.StartClient(t, srunCmd("root", dir, bgStepTimeout, "-n1", "-w", node(c, 0),
-		"bash", "-c", "exec -a "+marker+" sleep 300"))
+	double := factsOf(t, c).doubleSigintAborts
+	args := []string{"-n1", "-w", node(c, 0)}
+	if !double {
+		args = append(args, "--quit-on-interrupt")
+	}
+	cl, err := c.StartClient(t, srunCmd("root", dir, bgStepTimeout, append(args, "bash", "-c", "exec -a "+marker+" sleep 300")...))
 	if err != nil {
 		return sigintRun{err: err}
 	}
@@ -70,14 +76,16 @@ func sigintOn(t *testing.T, c *cluster.Cluster, dir string) sigintRun {
 	if err := cl.Signal(syscall.SIGINT); err != nil {
 		return sigintRun{err: err}
 	}
-	time.Sleep(sigintGap)
-	if err := cl.Signal(syscall.SIGINT); err != nil {
-		return sigintRun{err: fmt.Errorf("second SIGINT: %w: %v", err, cl.Wait())}
+	if double {
+		time.Sleep(sigintGap)
+		if err := cl.Signal(syscall.SIGINT); err != nil {
+			return sigintRun{err: fmt.Errorf("second SIGINT: %w: %v", err, cl.Wait())}
+		}
 	}
 	r, ok := cl.WaitTimeout(sigintExitTimeout)
 	if !ok {
 		cl.Kill()
-		return sigintRun{err: fmt.Errorf("srun still ran %v after the second SIGINT: %v", sigintExitTimeout, cl.Wait())}
+		return sigintRun{err: fmt.Errorf("srun still ran %v after the last SIGINT (double %v): %v", sigintExitTimeout, double, cl.Wait())}
 	}
 	run := sigintRun{r: r}
 	if !poll(taskGoneTimeout, func() bool { return pgrepCount(t, pattern) == 0 }) {

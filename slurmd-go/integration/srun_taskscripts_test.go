@@ -113,16 +113,12 @@ func testSrunFilePatterns(t *testing.T, p pair, user string) {
 		return srunWith(t, c, user, dirs[c], "", "-N2", "-n4", "-w", node(c, 0)+","+node(c, 1), "-o", "out-%t-%N.txt", "sh", "-c", "echo task $SLURM_PROCID")
 	})
 	wantExit(t, p, ref, sut, 0)
-	// %N is the short host name, as stock expands it; every node of the harness runs here.
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _, _ = strings.Cut(host, ".")
+	// %N: the host's short name (every node of the harness runs here) or, in 26.05,
+	// the task's node (patternHost); tasks 0-1 run on the first node, 2-3 on the second.
 	for task := range 4 {
 		var got [2]string
 		for i, c := range []*cluster.Cluster{p.ref, p.sut} {
-			name := fmt.Sprintf("out-%d-%s.txt", task, host)
+			name := fmt.Sprintf("out-%d-%s.txt", task, patternHost(t, factsOf(t, c), node(c, task/2)))
 			b, err := os.ReadFile(filepath.Join(dirs[c], name))
 			if err != nil {
 				t.Fatalf("%s: task %d's file: %v", p.label(c), task, err)

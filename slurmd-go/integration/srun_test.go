@@ -201,7 +201,7 @@ func wantExit(t *testing.T, p pair, ref, sut cluster.Result, want int) {
 	ended(t, p, p.ref, ref)
 	ended(t, p, p.sut, sut)
 	if ref.ExitCode != want {
-		t.Errorf("%s: exit status %d, want %d (stock 22.05.8 behaviour changed?): %v", p.label(p.ref), ref.ExitCode, want, ref)
+		t.Errorf("%s: exit status %d, want %d (the stock slurmd's behaviour changed?): %v", p.label(p.ref), ref.ExitCode, want, ref)
 	}
 	if sut.ExitCode != want {
 		t.Errorf("%s: exit status %d, want %d as on the stock daemon: %v", p.label(p.sut), sut.ExitCode, want, sut)
@@ -265,7 +265,7 @@ func sameLines(t *testing.T, p pair, what, ref, sut string, want []string) {
 	if want != nil {
 		slices.Sort(want)
 		if !slices.Equal(nr, want) {
-			t.Errorf("%s on %s: lines (sorted, normalized)\n  %q\nwant\n  %q (stock 22.05.8 behaviour changed?)", what, p.label(p.ref), nr, want)
+			t.Errorf("%s on %s: lines (sorted, normalized)\n  %q\nwant\n  %q (the stock slurmd's behaviour changed?)", what, p.label(p.ref), nr, want)
 		}
 		if !slices.Equal(ns, want) {
 			t.Errorf("%s on %s: lines (sorted, normalized)\n  %q\nwant\n  %q", what, p.label(p.sut), ns, want)
@@ -367,6 +367,12 @@ func testSrunEnv(t *testing.T, p pair, user string) {
 			} {
 				if got := e[i][k]; got != want {
 					t.Errorf("%s: task %d: %s=%q, want %q", p.label(c), i, k, got, want)
+				}
+			}
+			if factsOf(t, c).jobTimesInEnv {
+				// srun's own job, without a time limit.
+				if span, ok := jobTimeSpan(e[i]); !ok || span != unlimitedSpan {
+					t.Errorf("%s: task %d: %s - %s = %v (valid %v), want %v", p.label(c), i, jobTimeVars[1], jobTimeVars[0], span, ok, unlimitedSpan)
 				}
 			}
 		}

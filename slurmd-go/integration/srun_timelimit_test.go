@@ -43,7 +43,7 @@ func testSrunTimeLimit(t *testing.T, p pair) {
 		if m[3] != node(x.c, 0) {
 			t.Errorf("%s: time-limit line names node %s, want %s", p.label(x.c), m[3], node(x.c, 0))
 		}
-		prefixes[x.c] = strings.ReplaceAll(m[1], node(x.c, 0), "<NODE>")
+		prefixes[x.c] = slurmTimeRe.ReplaceAllString(strings.ReplaceAll(m[1], node(x.c, 0), "<NODE>"), "<TIME>")
 		f := x.c.WaitJob(t, m[2], shortJobTimeout, cluster.JobTerminalStates...)
 		states[x.c] = f["JobState"]
 	}

@@ -61,57 +61,24 @@ const CleanPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Exec runs a client command against this cluster: SLURM_CONF is set,
 // SLURM_TIME_FORMAT=standard, no other SLURM_* variable of the test binary leaks in.
-// Bounded by clientCmdTimeout. Any goroutine.
+// It runs where the cluster's daemons run (the release's root, the cluster's mount
+// namespace). Bounded by clientCmdTimeout. Any goroutine.
 func (c *Cluster) Exec(t testing.TB, cm Cmd) (stdout, stderr string, err error) {
 	t.Helper()
-	args := cm.Args
-	if len(args) == 0 {
-		return "", "", errors.New("cluster: Run: no command")
-	}
-	bin, err := exec.LookPath(args[0])
-	if err != nil {
-		return "", "", fmt.Errorf("cluster: %s not found: %w", args[0], err)
-	}
-	argv := append([]string{bin}, args[1:]...)
-	var fullEnv []string
-	if cm.CleanEnv {
-		fullEnv = []string{"PATH=" + CleanPath}
-		if cm.User == "" || cm.User == "root" {
-			fullEnv = append(fullEnv, "HOME=/root", "USER=root", "LOGNAME=root")
-		}
-	} else {
-		fullEnv = daemonEnv()
-	}
-	fullEnv = append(fullEnv, "SLURM_CONF="+c.ConfPath, "SLURM_TIME_FORMAT=standard")
-	user := cm.User
-	if user != "" && user != "root" {
-		uid, gid, err := lookupUser(user)
-		if err != nil {
-			return "", "", err
-		}
-		argv = append([]string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--"}, argv...)
-		fullEnv = append(fullEnv, "USER="+user, "LOGNAME="+user, "HOME=/")
-	}
-	fullEnv = append(fullEnv, cm.Env...)
 	ctx, cancel := context.WithTimeout(context.Background(), clientCmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = fullEnv
-	cmd.Dir = "/"
-	if cm.Dir != "" {
-		cmd.Dir = cm.Dir
-	}
-	if cm.Stdin != "" {
-		cmd.Stdin = strings.NewReader(cm.Stdin)
+	cmd, err := c.command(ctx, cm)
+	if err != nil {
+		return "", "", err
 	}
 	var o, e strings.Builder
 	cmd.Stdout = &o
 	cmd.Stderr = &e
 	err = cmd.Run()
 	if ctx.Err() != nil {
-		err = fmt.Errorf("cluster: %q timed out after %v: %w", args, clientCmdTimeout, err)
+		err = fmt.Errorf("cluster: %q timed out after %v: %w", cm.Args, clientCmdTimeout, err)
 	} else if err != nil {
-		err = fmt.Errorf("cluster: %q as %q: %w", args, userOrRoot(user), err)
+		err = fmt.Errorf("cluster: %q as %q: %w", cm.Args, userOrRoot(cm.User), err)
 	}
 	return o.String(), e.String(), err
 }
@@ -249,6 +216,9 @@ func (c *Cluster) deadDaemons() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var d []string
+	if c.ns != nil && c.ns.exited() {
+		d = append(d, c.ns.status())
+	}
 	if c.ctld != nil && c.ctld.exited() {
 		d = append(d, c.ctld.status())
 	}

@@ -32,7 +32,8 @@ const (
 	outTailLines        = 20 // of each daemon's stdout/stderr, on failure
 )
 
-// Paths of the stock Debian 22.05 binaries.
+// Paths of the stock Debian binaries, on the host (22.05) and inside each release's
+// root alike.
 const (
 	StockSlurmd    = "/usr/sbin/slurmd"
 	StockSlurmctld = "/usr/sbin/slurmctld"
@@ -56,6 +57,11 @@ const (
 type Options struct {
 	// Impl is "go" or "stock"; empty means $TIEE_SLURMD_IMPL, else "go".
 	Impl string
+	// Release is the Slurm release of every Slurm process ("22.05", "24.11",
+	// "26.05"); empty means $TIEE_SLURM_RELEASE, else 22.05.
+	Release string
+	// Auth is "munge" or "slurm"; empty means $TIEE_AUTH, else munge.
+	Auth string
 	// Nodes is the number of static nodes (default 4), named NodePrefix+1..N.
 	Nodes int
 	// NodePrefix defaults to "t" (never the machine's hostname).
@@ -97,11 +103,25 @@ type Node struct {
 
 // Cluster is a running private cluster. Exported fields are read-only after Start.
 type Cluster struct {
-	Name          string // ClusterName
-	Dir           string // everything lives here: slurm.conf, logs, spool, state
-	ConfPath      string
-	Impl          string
-	SlurmdBin     string // node daemon binary
+	Name     string // ClusterName
+	Dir      string // everything lives here: slurm.conf, logs, spool, state
+	ConfPath string
+	Impl     string
+	// Release is the Slurm release every Slurm process of the cluster belongs to
+	// ("24.11"); ProtocolVersion and MinProtocolVersion are its wire versions
+	// (0x2A00, 0x2700).
+	Release                             string
+	ProtocolVersion, MinProtocolVersion uint16
+	// Auth is "munge" or "slurm" (AuthType/CredType auth/slurm + cred/slurm).
+	Auth string
+	// StockVersion is the version the release's stock slurmd reports ("24.11.5",
+	// from `slurmd -V`): what slurmctld and scontrol show for a stock node.
+	StockVersion string
+	// Root is the release's chroot, where every Slurm process of the cluster runs
+	// ("" on the host, 22.05). Paths under /tmp and /dev/shm (Dir) and the
+	// repository are the same inside and out.
+	Root          string
+	SlurmdBin     string // node daemon binary, as a path inside Root
 	CtldPort      int
 	SlurmdPort    int // global SlurmdPort: what -Z dynamic nodes listen on
 	Nodes         []Node
@@ -116,6 +136,10 @@ type Cluster struct {
 	t    testing.TB
 	opts Options
 	sp   *spawn.Spawner
+
+	// ns holds the cluster's private mount namespace (auth/slurm in a chroot; see
+	// startMountNS), nil otherwise. Set in Start before any daemon, then read-only.
+	ns *proc
 
 	mu    sync.Mutex        // guards ctld, procs, dyn
 	ctld  *proc             // guarded by mu
@@ -138,34 +162,59 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	c := &Cluster{
-		Impl:           opts.Impl,
-		RepoRoot:       root,
-		SlurmdTimeout:  time.Duration(opts.SlurmdTimeout) * time.Second,
-		PingInterval:   time.Duration(opts.SlurmdTimeout/3) * time.Second,
-		MessageTimeout: messageTimeout,
-		t:              t,
-		opts:           opts,
-		procs:          map[string]*proc{},
-		dyn:            map[string]string{},
+	rel, err := LookupRelease(opts.Release)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
-	if c.SlurmdBin, err = slurmdBinary(opts.Impl, root); err != nil {
+	if opts.Auth, err = checkAuth(rel, opts.Auth); err != nil {
+		t.Fatalf("%v", err)
+	}
+	c := &Cluster{
+		Impl:               opts.Impl,
+		Release:            rel.Name,
+		ProtocolVersion:    rel.ProtocolVersion,
+		MinProtocolVersion: rel.MinProtocolVersion,
+		Auth:               opts.Auth,
+		Root:               rel.Root(),
+		RepoRoot:           root,
+		SlurmdTimeout:      time.Duration(opts.SlurmdTimeout) * time.Second,
+		PingInterval:       time.Duration(opts.SlurmdTimeout/3) * time.Second,
+		MessageTimeout:     messageTimeout,
+		t:                  t,
+		opts:               opts,
+		procs:              map[string]*proc{},
+		dyn:                map[string]string{},
+	}
+	if err := ensureChroot(root, rel); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if c.SlurmdBin, err = slurmdBinary(opts.Impl, root, rel); err != nil {
 		t.Fatalf("%v", err)
 	}
 	for _, b := range []string{StockSlurmctld, StockSlurmd} {
-		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("cluster: %s missing (run scripts/install-deps.sh): %v", b, err)
+		if !isExecutable(rel.HostPath(b)) {
+			t.Fatalf("cluster: %s missing for Slurm %s (run scripts/install-deps.sh; scripts/chroots.sh %s)", rel.HostPath(b), rel.Name, rel.Name)
 		}
 	}
-	for _, b := range []string{"sinfo", "scontrol", "munge", "unmunge"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Fatalf("cluster: %s not in PATH (run scripts/install-deps.sh): %v", b, err)
+	clients := []string{"sinfo", "scontrol"}
+	if opts.Auth == AuthMunge {
+		clients = append(clients, "munge", "unmunge")
+	}
+	for _, b := range clients {
+		if _, err := lookPathIn(c.Root, b); err != nil {
+			t.Fatalf("%v (run scripts/install-deps.sh)", err)
 		}
 	}
-	if err := ensureMunged(root); err != nil {
+	if opts.Auth == AuthMunge {
+		// The chroots bind the host's /run/munge: one munged serves every release.
+		if err := ensureMunged(root); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	if c.HW, err = hardware(rel); err != nil {
 		t.Fatalf("%v", err)
 	}
-	if c.HW, err = hardware(); err != nil {
+	if c.StockVersion, err = releaseVersion(rel); err != nil {
 		t.Fatalf("%v", err)
 	}
 
@@ -194,6 +243,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.writeScripts(); err != nil {
 		t.Fatalf("%v", err)
 	}
+	if opts.Auth == AuthSlurm {
+		if err := writeSlurmKey(c.SlurmKeyPath()); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if c.Root != "" {
+			c.startMountNS(t)
+		}
+	}
 
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -210,8 +267,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.writeConf(nil); err != nil {
 		t.Fatalf("%v", err)
 	}
-	t.Logf("cluster %s: impl=%s slurmd=%s dir=%s ctld=:%d slurmd ports=%v hw=%+v",
-		c.Name, c.Impl, c.SlurmdBin, c.Dir, c.CtldPort, c.Nodes, c.HW)
+	t.Logf("cluster %s: impl=%s slurm=%s (%s, root %q) auth=%s slurmd=%s dir=%s ctld=:%d slurmd ports=%v hw=%+v",
+		c.Name, c.Impl, c.Release, c.StockVersion, c.Root, c.Auth, c.SlurmdBin, c.Dir, c.CtldPort, c.Nodes, c.HW)
 
 	c.startCtld(t)
 	for _, n := range c.Nodes {
@@ -229,6 +286,12 @@ func withDefaults(o Options) Options {
 	}
 	if o.Impl == "" {
 		o.Impl = ImplGo
+	}
+	if o.Release == "" {
+		o.Release = os.Getenv(EnvRelease)
+	}
+	if o.Auth == "" {
+		o.Auth = os.Getenv(EnvAuth)
 	}
 	if o.Nodes <= 0 {
 		o.Nodes = 4
@@ -263,17 +326,26 @@ func RepoRoot() (string, error) {
 	}
 }
 
-func slurmdBinary(impl, root string) (string, error) {
+// slurmdBinary is the node daemon of impl as a path inside the release's root: the
+// stock slurmd of the release, or bin/slurmd-go, which scripts/chroots.sh makes
+// visible at its own path inside every root (the repository is bind-mounted).
+func slurmdBinary(impl, repo string, rel Release) (string, error) {
 	switch impl {
 	case ImplStock:
 		return StockSlurmd, nil
 	case ImplGo:
 		bin := os.Getenv(EnvSlurmdBin)
 		if bin == "" {
-			bin = filepath.Join(root, "bin", "slurmd-go")
+			bin = filepath.Join(repo, "bin", "slurmd-go")
 		}
-		if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		if !isExecutable(bin) {
 			return "", fmt.Errorf("cluster: %s=go but %s is not an executable (run `make build`, set %s, or %s=stock)", EnvImpl, bin, EnvSlurmdBin, EnvImpl)
+		}
+		if abs, err := filepath.Abs(bin); err == nil {
+			bin = abs
+		}
+		if !isExecutable(rel.HostPath(bin)) {
+			return "", fmt.Errorf("cluster: %s is not visible inside %s (scripts/chroots.sh binds only this repository; TIEE_CHROOT_BIND names more)", bin, rel.Root())
 		}
 		return bin, nil
 	default:
@@ -290,22 +362,55 @@ func ensureMunged(root string) error {
 	return nil
 }
 
+// releaseFacts is what the harness asks a release's stock slurmd once per test
+// binary.
+type releaseFacts struct {
+	hw      Hardware
+	version string
+}
+
 var (
-	hwOnce sync.Once
-	hwVal  Hardware
-	hwErr  error
+	factsMu sync.Mutex
+	facts   = map[string]releaseFacts{} // release -> its facts; guarded by factsMu
 )
 
-func hardware() (Hardware, error) {
-	hwOnce.Do(func() {
-		out, err := runBounded(exec.Command(StockSlurmd, "-C"), hardwareTimeout)
-		if err != nil {
-			hwErr = fmt.Errorf("cluster: %s -C: %w: %s", StockSlurmd, err, out)
-			return
-		}
-		hwVal, hwErr = parseSlurmdC(out)
-	})
-	return hwVal, hwErr
+// factsOf runs the release's `slurmd -C` and `slurmd -V` once.
+func factsOf(rel Release) (releaseFacts, error) {
+	factsMu.Lock()
+	defer factsMu.Unlock()
+	if f, ok := facts[rel.Name]; ok {
+		return f, nil
+	}
+	cmd, err := rel.Command(StockSlurmd, "-C")
+	if err != nil {
+		return releaseFacts{}, err
+	}
+	out, err := runBounded(cmd, hardwareTimeout)
+	if err != nil {
+		return releaseFacts{}, fmt.Errorf("cluster: %s -C (Slurm %s): %w: %s", StockSlurmd, rel.Name, err, out)
+	}
+	var f releaseFacts
+	if f.hw, err = parseSlurmdC(out); err != nil {
+		return releaseFacts{}, err
+	}
+	if f.version, err = stockVersion(rel); err != nil {
+		return releaseFacts{}, err
+	}
+	facts[rel.Name] = f
+	return f, nil
+}
+
+// hardware is what the release's stock `slurmd -C` reports (also for Impl "go": it
+// is the reference).
+func hardware(rel Release) (Hardware, error) {
+	f, err := factsOf(rel)
+	return f.hw, err
+}
+
+// releaseVersion is the release's stock `slurmd -V` version.
+func releaseVersion(rel Release) (string, error) {
+	f, err := factsOf(rel)
+	return f.version, err
 }
 
 // runBounded runs cmd (combined output) and kills it after d.
@@ -328,6 +433,28 @@ func runBounded(cmd *exec.Cmd, d time.Duration) (string, error) {
 		<-done
 		return buf.String(), fmt.Errorf("timed out after %v", d)
 	}
+}
+
+// SlurmKeyPath is the auth/slurm key: next to slurm.conf, where the daemons read
+// it (auth/slurm init_internal: get_extra_conf_path("slurm.key"), the directory of
+// $SLURM_CONF, which the daemons set from -f). Clients never read it: they ask a
+// daemon's SACK socket for their tokens.
+func (c *Cluster) SlurmKeyPath() string { return filepath.Join(c.Dir, "slurm.key") }
+
+// slurmKeySize is the size of the generated key (Slurm's docs: 1024 random bytes).
+const slurmKeySize = 1024
+
+// writeSlurmKey writes a fresh random key, mode 0600: auth/slurm refuses a key that
+// others may read (_check_key_permissions).
+func writeSlurmKey(path string) error {
+	key := make([]byte, slurmKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("cluster: slurm.key: %w", err)
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return fmt.Errorf("cluster: write %s: %w", path, err)
+	}
+	return nil
 }
 
 // PrologPath and EpilogPath are where Options.Prolog / Options.Epilog are written.
@@ -379,6 +506,7 @@ func (c *Cluster) scriptLines() []string {
 
 func (c *Cluster) writeConf(extra []string) error {
 	p := confParams{
+		Auth:          c.Auth,
 		ClusterName:   c.Name,
 		Dir:           c.Dir,
 		CtldPort:      c.CtldPort,
@@ -425,8 +553,11 @@ func daemonEnv() []string {
 
 func (c *Cluster) startCtld(t testing.TB) {
 	t.Helper()
-	p, err := startProc(c.sp, "slurmctld", filepath.Join(c.Dir, "slurmctld.out"), daemonEnv(),
-		StockSlurmctld, "-D", "-f", c.ConfPath)
+	cmd, err := wrapCommand(c.spec("/", StockSlurmctld, "-D", "-f", c.ConfPath))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p, err := startProc(c.sp, "slurmctld", filepath.Join(c.Dir, "slurmctld.out"), daemonEnv(), cmd)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -536,7 +667,11 @@ func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
 	if p := c.procs[name]; p != nil && !p.exited() {
 		t.Fatalf("cluster: node %s already running (pid %d)", name, p.pid())
 	}
-	p, err := startProc(c.sp, name, c.NodeOut(name), daemonEnv(), args...)
+	cmd, err := wrapCommand(c.spec("/", args...))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p, err := startProc(c.sp, name, c.NodeOut(name), daemonEnv(), cmd)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -627,6 +762,12 @@ func (c *Cluster) Stop() {
 				errs = append(errs, err.Error())
 			}
 		}
+		if c.ns != nil {
+			// Its namespace ends with the last process in it; leftovers go below.
+			if err := c.ns.stop(daemonStopTimeout); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
 		if c.sp != nil {
 			c.sp.Close()
 		}
@@ -661,6 +802,9 @@ func (c *Cluster) DumpLogs(t testing.TB) {
 	t.Helper()
 	c.mu.Lock()
 	var status []string
+	if c.ns != nil {
+		status = append(status, c.ns.status())
+	}
 	if c.ctld != nil {
 		status = append(status, c.ctld.status())
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -71,15 +70,6 @@ func parseSlurmdC(out string) (Hardware, error) {
 	return h, nil
 }
 
-// detectHardware runs the stock `slurmd -C` (also for Impl "go": it is the reference).
-func detectHardware(stockSlurmd string) (Hardware, error) {
-	out, err := exec.Command(stockSlurmd, "-C").Output()
-	if err != nil {
-		return Hardware{}, fmt.Errorf("cluster: %s -C: %w", stockSlurmd, err)
-	}
-	return parseSlurmdC(string(out))
-}
-
 // messageTimeout is slurm.conf's MessageTimeout.
 const messageTimeout = 5 * time.Second
 
@@ -97,6 +87,7 @@ func pickPorts(n int) ([]int, error) { return spawn.FreePorts(n, portLow, portHi
 
 // confParams is everything renderConf needs; it is a pure function of these.
 type confParams struct {
+	Auth          string // AuthMunge or AuthSlurm
 	ClusterName   string
 	Dir           string
 	CtldPort      int
@@ -107,6 +98,14 @@ type confParams struct {
 	MaxNodeCount  int
 	NodeExtra     string
 	Extra         []string
+}
+
+// authPlugin is the plugin name of an Auth value (munge when unset).
+func authPlugin(auth string) string {
+	if auth == AuthSlurm {
+		return "slurm"
+	}
+	return "munge"
 }
 
 // alwaysAppended are line keys that never replace a generated line.
@@ -127,8 +126,9 @@ func renderConf(p confParams) string {
 		"SlurmctldHost=localhost(127.0.0.1)",
 		fmt.Sprintf("SlurmctldPort=%d", p.CtldPort),
 		fmt.Sprintf("SlurmdPort=%d", p.SlurmdPort),
-		"AuthType=auth/munge",
-		"CredType=cred/munge",
+		"AuthType=auth/" + authPlugin(p.Auth),
+		// cred/slurm is served by the auth/slurm plugin (there is no cred_slurm.so).
+		"CredType=cred/" + authPlugin(p.Auth),
 		"SlurmUser=root",
 		"SlurmdUser=root",
 		"SelectType=select/cons_tres", // dynamic (-Z) nodes require it

@@ -1,6 +1,15 @@
-// Package cluster runs a private, real Slurm 22.05 cluster for integration tests:
-// the shared munged, an unmodified slurmctld and N node daemons, either the stock
-// /usr/sbin/slurmd or bin/slurmd-go, started with the same flags.
+// Package cluster runs a private, real Slurm cluster for integration tests: an
+// unmodified slurmctld and N node daemons, either the stock slurmd or bin/slurmd-go,
+// started with the same flags, of one Slurm release (release.go: $TIEE_SLURM_RELEASE,
+// 22.05 on the host, 24.11 and 26.05 in the Debian chroots of scripts/chroots.sh),
+// with auth/munge (the host's munged, shared with the chroots) or auth/slurm
+// ($TIEE_AUTH=slurm: a fresh slurm.key per cluster, no munged).
+//
+// In a chroot release every Slurm process of the cluster, daemons and client
+// commands alike, runs inside the chroot (exec.go wrapCommand: chroot, env --chdir,
+// setpriv for the ordinary user, who is created there with the host's ids); an
+// auth/slurm cluster also gets its own mount namespace with private /run/slurm and
+// /run/slurmctld, where the daemons' SACK sockets live (see startMountNS).
 //
 //	c := cluster.Start(t, cluster.Options{})          // 4 nodes t1..t4, all idle
 //	out := c.MustRun(t, "", "sinfo", "-h", "-N")       // SLURM_CONF is set
@@ -35,6 +44,7 @@
 //	f := c.WaitJob(t, id, time.Minute, "FAILED") // f["ExitCode"] == "3:0"
 //
 // The harness needs root, the Debian slurmctld/slurmd/slurm-client/munge packages
-// (scripts/install-deps.sh) and, for Impl "go", bin/slurmd-go. Missing pieces are a
-// t.Fatal, never a skip.
+// (scripts/install-deps.sh), for 24.11 and 26.05 their chroots (built and mounted on
+// first use by scripts/chroots.sh) and, for Impl "go", bin/slurmd-go. Missing pieces
+// are a t.Fatal, never a skip.
 package cluster

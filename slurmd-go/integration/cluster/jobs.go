@@ -335,7 +335,9 @@ func (c *Cluster) ownsProcess(pid int) bool {
 		return false
 	}
 	for _, fd := range fds {
-		if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && strings.HasPrefix(l, c.Dir+"/") {
+		// A step manager in a chroot shows its files under the root's bind of /tmp
+		// or /dev (<root>/tmp/ti-...): Dir is random, so containing it is enough.
+		if l, err := os.Readlink(filepath.Join(proc, "fd", fd.Name())); err == nil && strings.Contains(l, c.Dir+"/") {
 			return true
 		}
 	}

@@ -31,15 +31,14 @@ func (p *proc) exited() bool {
 	}
 }
 
-// startProc starts argv with stdout+stderr appended to outPath and reaps it in the
-// background.
-func startProc(s *spawn.Spawner, name, outPath string, env []string, argv ...string) (*proc, error) {
+// startProc starts cmd with env and stdout+stderr appended to outPath and reaps it
+// in the background.
+func startProc(s *spawn.Spawner, name, outPath string, env []string, cmd *exec.Cmd) (*proc, error) {
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %s output: %w", name, err)
 	}
-	fmt.Fprintf(out, "==== %s harness: exec %q\n", time.Now().Format(time.RFC3339), argv)
-	cmd := exec.Command(argv[0], argv[1:]...)
+	fmt.Fprintf(out, "==== %s harness: exec %q\n", time.Now().Format(time.RFC3339), cmd.Args)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.Env = env

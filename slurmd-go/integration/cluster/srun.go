@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -97,7 +98,7 @@ func (c *Cluster) StartClient(t testing.TB, bc BgCmd) (*Client, error) {
 	if bc.Timeout <= 0 {
 		return nil, fmt.Errorf("cluster: StartClient %q: no Timeout", bc.Args)
 	}
-	cmd, err := c.command(bc.Cmd)
+	cmd, err := c.command(nil, bc.Cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -244,17 +245,13 @@ func (c *Cluster) Expect(t testing.TB, user, dir, script string, timeout time.Du
 	})
 }
 
-// command builds the exec.Cmd of a client command exactly as Exec does (environment,
-// user through setpriv, directory, stdin), without starting it.
-func (c *Cluster) command(cm Cmd) (*exec.Cmd, error) {
+// command builds the exec.Cmd of a client command (environment, user through
+// setpriv, directory, stdin, the cluster's root and namespace) without starting it;
+// ctx (nil: none) kills it. Exec and StartClient both use it.
+func (c *Cluster) command(ctx context.Context, cm Cmd) (*exec.Cmd, error) {
 	if len(cm.Args) == 0 {
 		return nil, errors.New("cluster: no command")
 	}
-	bin, err := exec.LookPath(cm.Args[0])
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %s not found: %w", cm.Args[0], err)
-	}
-	argv := append([]string{bin}, cm.Args[1:]...)
 	var env []string
 	if cm.CleanEnv {
 		env = []string{"PATH=" + CleanPath}
@@ -265,21 +262,22 @@ func (c *Cluster) command(cm Cmd) (*exec.Cmd, error) {
 		env = daemonEnv()
 	}
 	env = append(env, "SLURM_CONF="+c.ConfPath, "SLURM_TIME_FORMAT=standard")
+	s := c.spec(cm.Dir, cm.Args...)
+	s.ctx = ctx
 	if u := cm.User; u != "" && u != "root" {
-		uid, gid, err := lookupUser(u)
+		uid, gid, err := c.userIDs(u)
 		if err != nil {
 			return nil, err
 		}
-		argv = append([]string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--"}, argv...)
+		s.uid, s.gid = uid, gid
 		env = append(env, "USER="+u, "LOGNAME="+u, "HOME=/")
 	}
 	env = append(env, cm.Env...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Dir = "/"
-	if cm.Dir != "" {
-		cmd.Dir = cm.Dir
+	cmd, err := wrapCommand(s)
+	if err != nil {
+		return nil, err
 	}
+	cmd.Env = env
 	if cm.Stdin != "" {
 		cmd.Stdin = strings.NewReader(cm.Stdin)
 	}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# integration.sh IMPL RUN...: the real-cluster suite once per RUN, one after the other
+# (the clusters of two runs at once would share this machine's CPUs and fail on
+# timing), each through gotest-summary.sh into its own log. A failing run does not
+# stop the next; the script ends with a table of every run's result and wall time
+# and fails if any run failed.
+#
+#   IMPL   go or stock (TIEE_SLURMD_IMPL)
+#   RUN    RELEASE/AUTH/TESTS: 22.05/munge/all, 26.05/slurm/subset, ...
+#          TESTS is "all" or "subset" (registration, batch, srun, restart, bad input)
+#
+# Logs: bin/logs/integration-RELEASE-AUTH.log (IMPL go) or
+# bin/logs/integration-stock-RELEASE-AUTH.log; the table also goes to
+# bin/logs/integration[-stock]-times.txt. GO (default go) and INTEGRATION_TIMEOUT
+# (default 25m, per run) are honoured.
+set -uo pipefail
+
+subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestBadInput_DaemonKeepsServing)$'
+
+impl=${1:?usage: integration.sh go|stock RELEASE/AUTH/all|subset...}
+shift
+case "$impl" in
+go) prefix=integration ;;
+stock) prefix=integration-stock ;;
+*) echo "integration.sh: IMPL must be go or stock, not '$impl'" >&2; exit 2 ;;
+esac
+[ $# -gt 0 ] || { echo "integration.sh: no RUN given" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+go=${GO:-go}
+timeout=${INTEGRATION_TIMEOUT:-25m}
+mkdir -p bin/logs
+table=()
+failed=0
+for run in "$@"; do
+  IFS=/ read -r rel auth tests <<<"$run"
+  case "$tests" in
+  all) sel=() ;;
+  subset) sel=(-run "$subset") ;;
+  *) echo "integration.sh: RUN '$run': TESTS must be all or subset" >&2; exit 2 ;;
+  esac
+  log=bin/logs/$prefix-$rel-$auth.log
+  echo "==== integration.sh: impl=$impl release=$rel auth=$auth tests=$tests -> $log"
+  start=$(date +%s)
+  TIEE_SLURMD_IMPL=$impl TIEE_SLURM_RELEASE=$rel TIEE_AUTH=$auth \
+    "$here/gotest-summary.sh" "$log" -- "$go" test -tags integration -count=1 -timeout "$timeout" -v "${sel[@]}" ./slurmd-go/integration/...
+  rc=$?
+  secs=$(($(date +%s) - start))
+  result=PASS
+  [ $rc -eq 0 ] || { result="FAIL(rc=$rc)"; failed=1; }
+  table+=("$(printf '%-6s %-6s %-6s %-12s %dm%02ds  %s' "$rel" "$auth" "$tests" "$result" $((secs / 60)) $((secs % 60)) "$log")")
+done
+{
+  echo "==== integration.sh: impl=$impl"
+  printf '%s\n' "${table[@]}"
+} | tee "bin/logs/$prefix-times.txt"
+exit $failed
