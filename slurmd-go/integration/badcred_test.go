@@ -19,9 +19,11 @@ import (
 )
 
 // goldenLaunch is an srun launch captured from the stock slurmd of the release whose
-// protocol version is v (see pkg/slurmproto's golden tests; 22.05.8's is v2600).
+// protocol version is v, with munge (pkg/slurmproto's golden frames: 22.05.8's in
+// launch_tasks/, 24.11.5's and 26.05.5's in r2411/ and r2605/).
 func goldenLaunch(v uint16) string {
-	return fmt.Sprintf("../pkg/slurmproto/testdata/launch_tasks/launch_tasks_1node_v%04x.bin", v)
+	dir := map[uint16]string{slurmproto.Version2205: "launch_tasks", slurmproto.Version2411: "r2411/munge", slurmproto.Version2605: "r2605/munge"}[v]
+	return fmt.Sprintf("../pkg/slurmproto/testdata/%s/launch_tasks_1node_v%04x.bin", dir, v)
 }
 
 // launchFor decodes the captured launch of the cluster's release and aims it at node as
