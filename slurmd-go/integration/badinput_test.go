@@ -17,6 +17,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -29,25 +30,86 @@ const (
 )
 
 // rawPeer speaks the wire protocol to one node daemon, as an attacker or a
-// broken client would, with real munge credentials.
+// broken client would, with real credentials: munge ones from the host's munged
+// (the chroots share it), or auth/slurm tokens made with the cluster's slurm.key.
 type rawPeer struct {
 	addr string
-	m    *munge.Munge
+	m    *munge.Munge    // auth/munge clusters
+	tok  *authslurm.Auth // auth/slurm clusters
 }
 
-// newRawPeer is a rawPeer for the first node of c, signing with the host's munged
-// (the chroots share it). The frames carry munge credentials only: an auth/slurm
-// cluster would refuse every one, so such a cluster fails here, by name.
+// newRawPeer is a rawPeer for the first node of c.
 func newRawPeer(t *testing.T, c *cluster.Cluster) rawPeer {
 	t.Helper()
-	if c.Auth != cluster.AuthMunge {
-		t.Fatalf("raw frames are signed with munge; cluster %s runs auth/%s, which needs an auth/slurm token signer this test does not have", c.Name, c.Auth)
+	p := rawPeer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Nodes[0].Port))}
+	if c.Auth == cluster.AuthSlurm {
+		p.tok = tokenSigner(t, c, nil)
+		return p
 	}
 	m, err := munge.New(munge.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawPeer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Nodes[0].Port)), m: m}
+	p.m = m
+	return p
+}
+
+// tokenSigner makes auth/slurm tokens as root with c's slurm.key, as slurmctld
+// does; mod may change the config first (another key, another clock).
+func tokenSigner(t *testing.T, c *cluster.Cluster, mod func(*authslurm.Config)) *authslurm.Auth {
+	t.Helper()
+	keys, _, err := authslurm.LoadKeys(authslurm.LoadOptions{KeyFile: c.SlurmKeyPath()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := authslurm.Config{Keys: keys, ClusterName: c.Name, IDs: &authslurm.IDs{}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := authslurm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// authBlock is a credential of root over payload, for anyone to decode.
+func (p rawPeer) authBlock(t *testing.T, payload []byte) slurmproto.AuthBlock {
+	t.Helper()
+	if p.tok != nil {
+		tok, err := p.tok.Encode(context.Background(), payload, auth.UIDAny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginSlurm, Cred: tok}
+	}
+	cred, err := p.m.Encode(context.Background(), payload, auth.UIDAny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}
+}
+
+// forged is a credential the cluster cannot have made: a munge credential that
+// does not decode, or a token signed with another key.
+func (p rawPeer) forged(t *testing.T, payload []byte) slurmproto.AuthBlock {
+	t.Helper()
+	if p.tok == nil {
+		return slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: "MUNGE:AAAAAAAAAAAAAAAA:"}
+	}
+	keys, err := authslurm.NewKeySet(false, authslurm.Key{Secret: []byte("not this cluster's key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := authslurm.New(authslurm.Config{Keys: keys, IDs: &authslurm.IDs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.Encode(context.Background(), payload, auth.UIDAny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginSlurm, Cred: tok}
 }
 
 // frame builds a request with a credential over payload (nil: the right body hash).
@@ -60,23 +122,32 @@ func (p rawPeer) frame(t *testing.T, version uint16, typ slurmproto.MsgType, bod
 		}
 		payload = auth.Payload(version, uint16(typ), body, kind)
 	}
-	cred, err := p.m.Encode(context.Background(), payload, auth.UIDAny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slurmproto.EncodeMessage(slurmproto.Header{Version: version, MsgType: typ},
-		slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, body)
+	return slurmproto.EncodeMessage(slurmproto.Header{Version: version, MsgType: typ}, p.authBlock(t, payload), body)
 }
 
-// frameAs is frame with the munge credential of an ordinary user (mungeAs); user "" is root.
+// frameAs is frame with the credential of an ordinary user (mungeAs, or a token
+// with the user's ids as the SACK socket gives srun); user "" is root.
 func (p rawPeer) frameAs(t *testing.T, user string, version uint16, typ slurmproto.MsgType, body []byte) []byte {
 	t.Helper()
 	if user == "" {
 		return p.frame(t, version, typ, body, nil)
 	}
 	payload := auth.Payload(version, uint16(typ), body, auth.HashK12)
-	return slurmproto.EncodeMessage(slurmproto.Header{Version: version, MsgType: typ},
-		slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: mungeAs(t, user, payload)}, body)
+	a := slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge}
+	if p.tok != nil {
+		uid, gid, err := cluster.LookupUser(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := p.tok.Mint(authslurm.ContextSACK, uint32(uid), uint32(gid), auth.UIDAny, payload, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginSlurm, Cred: tok}
+	} else {
+		a.Cred = mungeAs(t, user, payload)
+	}
+	return slurmproto.EncodeMessage(slurmproto.Header{Version: version, MsgType: typ}, a, body)
 }
 
 // send writes raw bytes and returns the reply (nil when the daemon closed
@@ -175,21 +246,25 @@ func TestBadInput_DaemonKeepsServing(t *testing.T) {
 			t.Fatalf("answered an oversized frame with %s", m.Header.MsgType)
 		}
 	})
-	t.Run("forged munge credential", func(t *testing.T) {
+	t.Run("forged credential", func(t *testing.T) {
 		f := ping(v)
 		msg, _ := slurmproto.DecodeMessage(f[4:])
-		bad := slurmproto.EncodeMessage(msg.Header, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: "MUNGE:AAAAAAAAAAAAAAAA:"}, msg.Body)
+		bad := slurmproto.EncodeMessage(msg.Header, p.forged(t, auth.Payload(v, uint16(slurmproto.RequestPing), nil, auth.HashK12)), msg.Body)
 		wantRC(t, c, p.send(t, bad), slurmproto.SlurmProtocolAuthenticationError, true)
 	})
 	t.Run("replayed credential", func(t *testing.T) {
 		f := ping(v)
 		wantPing(t, p.send(t, f), v)
-		// Debian's stock slurmd is built with MULTIPLE_SLURMD and accepts replays.
 		second := p.send(t, f)
-		if c.Impl == "stock" {
-			return
+		switch {
+		case c.Auth == cluster.AuthSlurm:
+			// auth/slurm keeps no replay cache: a token is good until it expires.
+			wantPing(t, second, v)
+		case c.Impl == "stock":
+			// Debian's stock slurmd is built with MULTIPLE_SLURMD and accepts replays.
+		default:
+			wantRC(t, c, second, slurmproto.SlurmProtocolAuthenticationError, false)
 		}
-		wantRC(t, c, second, slurmproto.SlurmProtocolAuthenticationError, false)
 	})
 	t.Run("body hash mismatch", func(t *testing.T) {
 		body, err := slurmproto.EncodeBody(v, slurmproto.ShutdownRequest{Options: 0})

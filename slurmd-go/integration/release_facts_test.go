@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 // stockFacts are the stock behaviours the tests pin that changed between the Slurm
@@ -84,6 +85,19 @@ type stockFacts struct {
 	// timespec_after_deadline(deadline) > 0), which are 0 for a SIGINT 0.2 s later,
 	// and prints its status again; measured twice, 20 s without an end.
 	doubleSigintAborts bool
+	// credCheckedAtUnpack: slurmd checks a launch credential's signature while it
+	// unpacks the launch (cred/munge cred_p_unpack, 23.11 on): one signed by an
+	// ordinary user or over other fields makes the launch malformed, answered
+	// RESPONSE_SLURM_RC ESLURM_PROTOCOL_INCOMPLETE_PACKET; the launch carries no
+	// uid of its own (the credential's identity is the step's user), and stock
+	// runs a root step an ordinary user sends with root's credential (slurmd-go
+	// refuses it, ESLURM_USER_ID_MISSING, as 22.05 does). 22.05 answers every
+	// credential refusal RESPONSE_SLURM_RC_MSG ESLURMD_INVALID_JOB_CREDENTIAL.
+	credCheckedAtUnpack bool
+	// credReplayedRC answers a launch whose credential was used before:
+	// ESLURMD_CREDENTIAL_REPLAYED in 22.05; 24.11's _check_job_credential answers
+	// every cred_cache_valid failure (replayed, revoked) ESLURMD_INVALID_JOB_CREDENTIAL.
+	credReplayedRC uint32
 }
 
 var releaseFacts = map[string]stockFacts{
@@ -92,6 +106,7 @@ var releaseFacts = map[string]stockFacts{
 		prologErrorOutput:      "Error running slurm prolog: 1\n",
 		prologBatchFlag:        "1",
 		prologAllocExitCode:    "0:0",
+		credReplayedRC:         slurmproto.ESlurmdCredentialReplayed,
 		srunTerminating:        "srun: launch/slurm: _step_signal: Terminating StepId=<JOB>.0",
 		doubleSigintAborts:     true,
 	},
@@ -105,6 +120,8 @@ var releaseFacts = map[string]stockFacts{
 		reconfigureReexec:      true,
 		stepdCreatesOutputDirs: true,
 		doubleSigintAborts:     true,
+		credCheckedAtUnpack:    true,
+		credReplayedRC:         slurmproto.ESlurmdInvalidJobCredential,
 	},
 	"26.05": { // 26.05.5, Debian sid
 		jobTimesInEnv:             true,
@@ -119,6 +136,8 @@ var releaseFacts = map[string]stockFacts{
 		stepdLogTimestamp:         true,
 		taskExitAfterStepComplete: true,
 		stepdCreatesOutputDirs:    true,
+		credCheckedAtUnpack:       true,
+		credReplayedRC:            slurmproto.ESlurmdInvalidJobCredential,
 	},
 }
 

@@ -28,6 +28,10 @@ type Verifier struct {
 	Launch       LaunchVerifier
 	SlurmUserUID uint32
 	Expire       time.Duration
+	// Version is the launch's protocol version. From 24.11 slurmd checks
+	// the signature while it unpacks the message: a credential that fails
+	// it makes the whole launch malformed (AtUnpack).
+	Version uint16
 	Now          func() time.Time // nil: time.Now
 	// Seen records a credential that passed the signature and expiry checks
 	// and says whether the same step and creation time was seen before, as
@@ -45,6 +49,10 @@ type LaunchVerifier interface {
 type Error struct {
 	RC  uint32
 	Err error
+	// AtUnpack: the release refuses this credential while unpacking the
+	// launch, which slurmd then answers as a malformed message
+	// (ESLURM_PROTOCOL_INCOMPLETE_PACKET in a RESPONSE_SLURM_RC).
+	AtUnpack bool
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -52,6 +60,12 @@ func (e *Error) Unwrap() error { return e.Err }
 
 func fail(rc uint32, format string, args ...any) error {
 	return &Error{RC: rc, Err: fmt.Errorf(format, args...)}
+}
+
+// AtUnpack tells whether err refuses the launch as malformed (Error.AtUnpack).
+func AtUnpack(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.AtUnpack
 }
 
 // RC is the Slurm code of a Verify error (ESLURMD_INVALID_JOB_CREDENTIAL
@@ -89,6 +103,12 @@ func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks
 		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: no credential")
 	}
 	if err := v.signature(ctx, c); err != nil {
+		// cred_p_unpack verifies as it unpacks from 24.11 (cred/munge
+		// _verify_signature, cred/slurm's token check).
+		var e *Error
+		if v.Version >= slurmproto.Version2411 && errors.As(err, &e) {
+			e.AtUnpack = true
+		}
 		return out, err
 	}
 	now := time.Now
@@ -102,7 +122,7 @@ func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks
 	// Before the step, user and node checks: a credential that fails them
 	// still counts as seen, as in slurm_cred_verify.
 	if v.Seen != nil && v.Seen(c.StepID, c.CTime, c.CTime.Add(v.Expire)) {
-		return out, fail(slurmproto.ESlurmdCredentialReplayed, "credverify: credential for %d.%d created %s was already used", c.StepID.JobID, c.StepID.StepID, c.CTime.UTC().Format(time.RFC3339))
+		return out, fail(replayedRC(v.Version), "credverify: credential for %d.%d created %s was already used", c.StepID.JobID, c.StepID.StepID, c.CTime.UTC().Format(time.RFC3339))
 	}
 	if c.StepID.JobID != w.Step.JobID || c.StepID.StepID != w.Step.StepID {
 		return out, fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential for %d.%d, expected %d.%d", c.StepID.JobID, c.StepID.StepID, w.Step.JobID, w.Step.StepID)
@@ -148,6 +168,25 @@ func (v *Verifier) Verify(ctx context.Context, c *slurmproto.Cred, w Want, tasks
 	}
 	out.JobMemMiB, out.StepMemMiB = c.MemLimits(out.JobNodeIndex, max(steps.Find(w.NodeName), 0))
 	return out, nil
+}
+
+// replayedRC is the code of a replayed credential: 24.11's
+// _check_job_credential answers every cred_cache_valid failure (replayed or
+// revoked) ESLURMD_INVALID_JOB_CREDENTIAL.
+func replayedRC(version uint16) uint32 {
+	if version >= slurmproto.Version2411 {
+		return slurmproto.ESlurmdInvalidJobCredential
+	}
+	return slurmproto.ESlurmdCredentialReplayed
+}
+
+// RevokedRC is the code a launch with a revoked credential gets, as
+// replayedRC.
+func RevokedRC(version uint16) uint32 {
+	if version >= slurmproto.Version2411 {
+		return slurmproto.ESlurmdInvalidJobCredential
+	}
+	return slurmproto.ESlurmdCredentialRevoked
 }
 
 // signature is cred_p_verify_sign: the munge credential decodes, was made

@@ -486,6 +486,12 @@ func TestVerify_SeenTwice(t *testing.T) {
 	if _, err := v.Verify(context.Background(), c, right, 2, 2); RC(err) != slurmproto.ESlurmdCredentialReplayed {
 		t.Fatalf("second use: %v (rc %d), want ESLURMD_CREDENTIAL_REPLAYED", err, RC(err))
 	}
+	// 24.11 answers the replay ESLURMD_INVALID_JOB_CREDENTIAL (measured on 24.11.5).
+	v.Version = slurmproto.Version2411
+	if _, err := v.Verify(context.Background(), c, right, 2, 2); RC(err) != slurmproto.ESlurmdInvalidJobCredential || AtUnpack(err) {
+		t.Fatalf("second use at 24.11: %v (rc %d), want ESLURMD_INVALID_JOB_CREDENTIAL", err, RC(err))
+	}
+	v.Version = 0
 	v.Now = func() time.Time { return c.CTime.Add(time.Hour) }
 	clear(seen)
 	if _, err := v.Verify(context.Background(), c, right, 2, 2); RC(err) != slurmproto.ESlurmdCredentialExpired || len(seen) != 0 {
@@ -508,5 +514,33 @@ func TestRC(t *testing.T) {
 	}
 	if RC(fail(slurmproto.ESlurmdCredentialReplayed, "x %d", 1)) != slurmproto.ESlurmdCredentialReplayed {
 		t.Error("fail")
+	}
+}
+
+// TestVerify_AtUnpack: from 24.11 a signature that fails (a stranger
+// signed it, or it does not cover the fields) refuses the launch as
+// malformed, as stock's cred_p_unpack does (measured: RESPONSE_SLURM_RC
+// ESLURM_PROTOCOL_INCOMPLETE_PACKET from 24.11.5); 22.05 refuses the
+// credential itself. Other refusals are never AtUnpack.
+func TestVerify_AtUnpack(t *testing.T) {
+	w := Want{Step: step(1, 0), UID: 1002, GID: 1002, NodeName: "j1"}
+	for _, tc := range []struct {
+		v    uint16
+		edit func(c *slurmproto.Cred)
+		want bool
+	}{
+		{slurmproto.Version2205, func(c *slurmproto.Cred) { resign(c, 1002, c.Signed, 3) }, false},
+		{slurmproto.Version2411, func(c *slurmproto.Cred) { resign(c, 1002, c.Signed, 3) }, true},
+		{slurmproto.Version2605, func(c *slurmproto.Cred) { resign(c, 0, append([]byte{1}, c.Signed...), 3) }, true},
+		{slurmproto.Version2411, func(c *slurmproto.Cred) { c.StepHostlist = "elsewhere" }, false},
+	} {
+		c := goldenCred(t, "launch_tasks_1node_v2600.bin", "launch_tasks_1node_cred_payload.bin")
+		tc.edit(c)
+		v, _ := fixture(c)
+		v.Version = tc.v
+		_, err := v.Verify(context.Background(), c, w, 2, 2)
+		if err == nil || AtUnpack(err) != tc.want {
+			t.Errorf("0x%04x: err %v, AtUnpack %v, want %v", tc.v, err, AtUnpack(err), tc.want)
+		}
 	}
 }

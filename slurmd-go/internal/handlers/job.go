@@ -43,6 +43,11 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 		slurmproto.RequestLaunchTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			// srun waits for the step manager: answered once it is ready.
 			rc, sent := j.LaunchTasks(ctx, req.Header.Version, req.UID, privileged(req.UID), req.Orig, req.Body.(*slurmproto.LaunchTasks))
+			if rc == slurmproto.ESlurmProtocolIncompletePacket {
+				// Refused while unpacking (24.11+ credential signatures):
+				// slurmd answers a malformed message, not a launch.
+				return rpc.Reply{Body: slurmproto.ReturnCode{RC: rc}, Sent: sent}, nil
+			}
 			return rpc.Reply{Body: slurmproto.ReturnCodeMsg{RC: rc}, Sent: sent}, nil
 		}},
 		slurmproto.RequestJobStepStat: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {

@@ -91,9 +91,17 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		UserName: credUser(msg.Cred), WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 		Partition: msg.Partition, AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 	}); rc != 0 {
+		if !ranHere {
+			// The Prolog failed in REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc),
+			// which tells slurmctld; the job's credential is revoked, and
+			// stock's batch launch stops there without a word to slurmctld
+			// (a requeue of its own would race REQUEST_COMPLETE_PROLOG).
+			log.Info("job already killed, do not launch batch job")
+			return 0, false
+		}
 		// 22.05's _prolog_error writes the failure into the job's stderr;
 		// 24.11 dropped that (the job gets no output file).
-		if ranHere && m.protocol() < slurmproto.Version2411 {
+		if m.protocol() < slurmproto.Version2411 {
 			m.mu.Lock()
 			st := j.prologStatus
 			m.mu.Unlock()

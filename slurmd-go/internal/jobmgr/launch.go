@@ -78,13 +78,16 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 		*recorded = &credKey{step: step, ctime: ctime.Unix()}
 		return false
 	}
-	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire, Seen: seen}
+	v := credverify.Verifier{Auth: m.auth, SlurmUserUID: cfg.Conf.SlurmUserID, Expire: cfg.Conf.AuthInfo.CredExpire, Seen: seen, Version: version}
 	if lv, ok := m.auth.(credverify.LaunchVerifier); ok {
 		v.Launch = lv
 	}
 	chk, err := v.Verify(ctx, msg.Cred, credverify.Want{Step: msg.StepID, UID: msg.UID, GID: msg.GID, NodeName: cfg.NodeName}, tasks, m.nodeCPUs())
 	if err != nil {
 		log.Error("invalid job credential", "requester_uid", reqUID, "host", host, "error", err)
+		if credverify.AtUnpack(err) {
+			return slurmproto.ESlurmProtocolIncompletePacket
+		}
 		return credverify.RC(err)
 	}
 	c := msg.Cred
@@ -104,7 +107,7 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 	j, revoked := m.incarnation(msg.StepID.JobID, msg.UID, msg.GID, c.CTime)
 	if revoked {
 		log.Error("job credential revoked")
-		return slurmproto.ESlurmdCredentialRevoked
+		return credverify.RevokedRC(version)
 	}
 	if rc, ranHere := m.prologOnce(ctx, j, scriptJob{
 		JobID: msg.StepID.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
