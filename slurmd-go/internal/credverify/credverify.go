@@ -32,7 +32,7 @@ type Verifier struct {
 	// the signature while it unpacks the message: a credential that fails
 	// it makes the whole launch malformed (AtUnpack).
 	Version uint16
-	Now          func() time.Time // nil: time.Now
+	Now     func() time.Time // nil: time.Now
 	// Seen records a credential that passed the signature and expiry checks
 	// and says whether the same step and creation time was seen before, as
 	// slurm_cred_verify's replay check does; nil: no replay check.
