@@ -89,6 +89,13 @@ type Options struct {
 	// cgroup directories the nodes left (slurm_<NodeName> under every cgroup v1
 	// controller and the v2 hierarchy, the MULTIPLE_SLURMD CgroupPrepend).
 	CgroupConf []string
+	// NodeRelease is the release whose chroot the node daemons, and so their jobs
+	// and the client commands those run, live in: a cluster of two releases (a 24.11
+	// node under a 26.05 slurmctld). Empty means Release. Impl stock is that
+	// release's slurmd.
+	NodeRelease string
+	// DaemonEnv is added to every node daemon's environment (e.g. TIEE_SLURM_PROTOCOL).
+	DaemonEnv []string
 	// Tmpfs puts Dir under /dev/shm instead of /tmp. slurmctld fsyncs its state save
 	// files on every job change, which takes seconds on this machine's disk and
 	// throttles job throughput; a tmpfs makes that free. Default off.
@@ -120,14 +127,17 @@ type Cluster struct {
 	// Root is the release's chroot, where every Slurm process of the cluster runs
 	// ("" on the host, 22.05). Paths under /tmp and /dev/shm (Dir) and the
 	// repository are the same inside and out.
-	Root          string
-	SlurmdBin     string // node daemon binary, as a path inside Root
-	CtldPort      int
-	SlurmdPort    int // global SlurmdPort: what -Z dynamic nodes listen on
-	Nodes         []Node
-	HW            Hardware
-	SlurmdTimeout time.Duration
-	PingInterval  time.Duration // SlurmdTimeout/3, as slurmctld computes it
+	Root string
+	// NodeRelease and NodeRoot are Options.NodeRelease and its chroot: where the
+	// node daemons run (Release and Root unless the cluster mixes releases).
+	NodeRelease, NodeRoot string
+	SlurmdBin             string // node daemon binary, as a path inside NodeRoot
+	CtldPort              int
+	SlurmdPort            int // global SlurmdPort: what -Z dynamic nodes listen on
+	Nodes                 []Node
+	HW                    Hardware
+	SlurmdTimeout         time.Duration
+	PingInterval          time.Duration // SlurmdTimeout/3, as slurmctld computes it
 	// MessageTimeout as configured: slurmctld's agent waits this long for a reply,
 	// and a connect to a dead slurmd is retried for about as long.
 	MessageTimeout time.Duration
@@ -185,15 +195,31 @@ func Start(t testing.TB, opts Options) *Cluster {
 		procs:              map[string]*proc{},
 		dyn:                map[string]string{},
 	}
-	if err := ensureChroot(root, rel); err != nil {
+	nodeRel := rel
+	if opts.NodeRelease != "" {
+		if nodeRel, err = LookupRelease(opts.NodeRelease); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if opts.Auth == AuthSlurm && nodeRel.Name != rel.Name {
+			// startMountNS makes private /run/slurm and /run/slurmctld in one root only.
+			t.Fatalf("cluster: auth/slurm with nodes of another release (%s under %s) is not supported", nodeRel.Name, rel.Name)
+		}
+	}
+	c.NodeRelease, c.NodeRoot = nodeRel.Name, nodeRel.Root()
+	for _, r := range []Release{rel, nodeRel} {
+		if err := ensureChroot(root, r); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	if c.SlurmdBin, err = slurmdBinary(opts.Impl, root, nodeRel); err != nil {
 		t.Fatalf("%v", err)
 	}
-	if c.SlurmdBin, err = slurmdBinary(opts.Impl, root, rel); err != nil {
-		t.Fatalf("%v", err)
-	}
-	for _, b := range []string{StockSlurmctld, StockSlurmd} {
-		if !isExecutable(rel.HostPath(b)) {
-			t.Fatalf("cluster: %s missing for Slurm %s (run scripts/install-deps.sh; scripts/chroots.sh %s)", rel.HostPath(b), rel.Name, rel.Name)
+	for _, x := range []struct {
+		r Release
+		b string
+	}{{rel, StockSlurmctld}, {rel, StockSlurmd}, {nodeRel, StockSlurmd}} {
+		if !isExecutable(x.r.HostPath(x.b)) {
+			t.Fatalf("cluster: %s missing for Slurm %s (run scripts/install-deps.sh; scripts/chroots.sh %s)", x.r.HostPath(x.b), x.r.Name, x.r.Name)
 		}
 	}
 	clients := []string{"sinfo", "scontrol"}
@@ -214,7 +240,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if c.HW, err = hardware(rel); err != nil {
 		t.Fatalf("%v", err)
 	}
-	if c.StockVersion, err = releaseVersion(rel); err != nil {
+	if c.StockVersion, err = releaseVersion(nodeRel); err != nil {
 		t.Fatalf("%v", err)
 	}
 
@@ -267,8 +293,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.writeConf(nil); err != nil {
 		t.Fatalf("%v", err)
 	}
-	t.Logf("cluster %s: impl=%s slurm=%s (%s, root %q) auth=%s slurmd=%s dir=%s ctld=:%d slurmd ports=%v hw=%+v",
-		c.Name, c.Impl, c.Release, c.StockVersion, c.Root, c.Auth, c.SlurmdBin, c.Dir, c.CtldPort, c.Nodes, c.HW)
+	t.Logf("cluster %s: impl=%s slurm=%s (root %q) nodes=%s (%s, root %q) auth=%s slurmd=%s dir=%s ctld=:%d slurmd ports=%v hw=%+v",
+		c.Name, c.Impl, c.Release, c.Root, c.NodeRelease, c.StockVersion, c.NodeRoot, c.Auth, c.SlurmdBin, c.Dir, c.CtldPort, c.Nodes, c.HW)
 
 	c.startCtld(t)
 	for _, n := range c.Nodes {
@@ -667,11 +693,13 @@ func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
 	if p := c.procs[name]; p != nil && !p.exited() {
 		t.Fatalf("cluster: node %s already running (pid %d)", name, p.pid())
 	}
-	cmd, err := wrapCommand(c.spec("/", args...))
+	s := c.spec("/", args...)
+	s.root = c.NodeRoot
+	cmd, err := wrapCommand(s)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	p, err := startProc(c.sp, name, c.NodeOut(name), daemonEnv(), cmd)
+	p, err := startProc(c.sp, name, c.NodeOut(name), append(daemonEnv(), c.opts.DaemonEnv...), cmd)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -116,10 +116,19 @@ func (c *Cluster) Command(user, dir string, argv ...string) (*exec.Cmd, error) {
 // cluster's root.
 func (c *Cluster) userIDs(name string) (uid, gid string, err error) {
 	uid, gid, err = lookupUser(name)
-	if err != nil || c.Root == "" {
+	if err != nil {
 		return uid, gid, err
 	}
-	return uid, gid, ensureUserIn(c.Root, name)
+	// The node's root too: its jobs run as the user there.
+	for _, r := range []string{c.Root, c.NodeRoot} {
+		if r == "" {
+			continue
+		}
+		if err := ensureUserIn(r, name); err != nil {
+			return uid, gid, err
+		}
+	}
+	return uid, gid, nil
 }
 
 var (
