@@ -14,7 +14,7 @@ INTEGRATION_RUNS ?= 22.05/munge/all 24.11/munge/all 26.05/munge/subset 26.05/slu
 
 BENCH_BIN := bin/bench
 
-.PHONY: help build deps test unit integration integration-stock fuzz lint demo demo-stop clean bench bench-smoke
+.PHONY: help build deps test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -37,15 +37,19 @@ integration: build ## real-cluster tests: slurmctld + slurmd-go nodes of each re
 integration-stock: ## the same real-cluster runs against each release's stock slurmd, the reference; logs in bin/logs/integration-stock-RELEASE-AUTH.log
 	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/integration.sh stock $(INTEGRATION_RUNS)
 
+interop: deps ## the real 24.11 and 26.05 daemons and libslurm take our auth/slurm tokens and SACK socket, answer bad tokens as recorded, and read slurm.conf as pkg/slurmconf does
+	$(GO) test -tags integration -count=1 -v -run Interop ./slurmd-go/pkg/auth/authslurm/
+	$(GO) test -tags integration -count=1 -v -run TestOracle ./slurmd-go/pkg/slurmconf/
+
 fuzz: ## run every fuzz target briefly (FUZZTIME each) on its committed corpus
 	scripts/fuzz.sh $(FUZZTIME)
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags integration ./slurmd-go/integration/...
+	$(GO) vet -tags integration ./...
 
-test: deps lint unit fuzz integration bench-smoke ## every test, the real-cluster ones included
+test: deps lint unit fuzz interop integration bench-smoke ## every test, the real-cluster ones included
 
 bench: deps build ## the full bench (~12 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest and the RFC's generated blocks
 	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
