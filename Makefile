@@ -59,8 +59,13 @@ bench-smoke: deps build ## a ~1 min bench: every scenario tiny; fails on a faile
 	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
 	$(BENCH_BIN)/benchrun -profile smoke -slurmd-go $(BIN) -out bench/results/smoke -check
 
-demo: deps build ## start a local cluster of slurmd-go nodes under a real slurmctld and show it
-	scripts/demo.sh
+# make demo SLURM=24.11 (or 26.05) runs the demo in that release's chroot; AUTH=slurm
+# uses auth/slurm instead of munge (24.11 and 26.05).
+SLURM ?= 22.05
+AUTH ?= munge
+
+demo: deps build ## start a local cluster of slurmd-go nodes under a real slurmctld and show it (SLURM=22.05|24.11|26.05, AUTH=munge|slurm)
+	SLURM=$(SLURM) AUTH=$(AUTH) scripts/demo.sh
 
 demo-stop: ## stop the demo cluster
 	scripts/demo.sh stop
