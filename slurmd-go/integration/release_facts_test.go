@@ -84,6 +84,11 @@ type stockFacts struct {
 	// timespec_after_deadline(deadline) > 0), which are 0 for a SIGINT 0.2 s later,
 	// and prints its status again; measured twice, 20 s without an end.
 	doubleSigintAborts bool
+	// slurmdHTTP: the slurmd port also serves HTTP (26.05: rpc_fingerprint, else
+	// http_switch), so bytes that do not look like an RPC of a known protocol version
+	// (a frame too short for a header, header version 0x1000) get an HTTP error
+	// answer; 22.05 and 24.11 close the connection.
+	slurmdHTTP bool
 }
 
 var releaseFacts = map[string]stockFacts{
@@ -119,6 +124,7 @@ var releaseFacts = map[string]stockFacts{
 		stepdLogTimestamp:         true,
 		taskExitAfterStepComplete: true,
 		stepdCreatesOutputDirs:    true,
+		slurmdHTTP:                true,
 	},
 }
 
