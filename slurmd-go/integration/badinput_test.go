@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -151,8 +152,20 @@ func (p rawPeer) frameAs(t *testing.T, user string, version uint16, typ slurmpro
 }
 
 // send writes raw bytes and returns the reply (nil when the daemon closed
-// the connection without one).
+// the connection without one). An HTTP answer fails the test.
 func (p rawPeer) send(t *testing.T, raw []byte) *slurmproto.Message {
+	t.Helper()
+	m, status := p.exchange(t, raw)
+	if status != "" {
+		t.Fatalf("answered %q, want a Slurm reply or none", status)
+	}
+	return m
+}
+
+// exchange is send that also takes an HTTP answer: 26.05's slurmd serves HTTP on its
+// port and answers bytes it does not take for an RPC with an HTTP error
+// (stockFacts.slurmdHTTP); status is then its status line and m nil.
+func (p rawPeer) exchange(t *testing.T, raw []byte) (m *slurmproto.Message, status string) {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", p.addr, rawReplyTimeout)
 	if err != nil {
@@ -163,18 +176,40 @@ func (p rawPeer) send(t *testing.T, raw []byte) *slurmproto.Message {
 	if _, err := conn.Write(raw); err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	f, err := slurmproto.ReadFrame(conn, 0)
+	r := bufio.NewReader(conn)
+	if head, err := r.Peek(len(httpPrefix)); err == nil && string(head) == httpPrefix {
+		line, _ := r.ReadString('\n')
+		return nil, strings.TrimSpace(line)
+	}
+	f, err := slurmproto.ReadFrame(r, 0)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		return nil // closed without a reply (stock resets, slurmd-go closes)
+		return nil, "" // closed without a reply (stock resets, slurmd-go closes)
 	}
 	if err != nil {
 		t.Fatalf("reading reply: %v", err)
 	}
-	m, err := slurmproto.DecodeMessage(f)
+	m, err = slurmproto.DecodeMessage(f)
 	if err != nil {
 		t.Fatalf("reply does not decode: %v", err)
 	}
-	return m
+	return m, ""
+}
+
+// httpPrefix starts an HTTP response.
+const httpPrefix = "HTTP/"
+
+// wantHTTPFromStock checks, for the stock slurmd of a release that serves HTTP on its
+// port, that bytes it cannot take for an RPC got an HTTP client-error answer.
+func wantHTTPFromStock(t *testing.T, c *cluster.Cluster, status string) {
+	t.Helper()
+	if c.Impl != cluster.ImplStock || !factsOf(t, c).slurmdHTTP {
+		return
+	}
+	if !strings.HasPrefix(status, "HTTP/1.1 4") {
+		t.Errorf("stock %s answered %q, want an HTTP 4xx status line (rpc_fingerprint failed: the HTTP parser answers)", c.StockVersion, status)
+	} else {
+		t.Logf("stock %s answered %q", c.StockVersion, status)
+	}
 }
 
 func replyRC(t *testing.T, m *slurmproto.Message) uint32 {
@@ -234,12 +269,16 @@ func TestBadInput_DaemonKeepsServing(t *testing.T) {
 
 	t.Run("garbage frame", func(t *testing.T) {
 		raw := []byte{0, 0, 0, 6, vHi, vLo, 0xde, 0xad, 0xbe, 0xef}
-		wantRC(t, c, p.send(t, raw), slurmproto.ESlurmProtocolIncompletePacket, true)
+		m, status := p.exchange(t, raw)
+		wantHTTPFromStock(t, c, status)
+		wantRC(t, c, m, slurmproto.ESlurmProtocolIncompletePacket, true)
 	})
 	t.Run("unsupported protocol version", func(t *testing.T) {
 		f := ping(v)
 		binary.BigEndian.PutUint16(f[4:], 0x1000)
-		wantRC(t, c, p.send(t, f), slurmproto.SlurmProtocolVersionError, true)
+		m, status := p.exchange(t, f)
+		wantHTTPFromStock(t, c, status)
+		wantRC(t, c, m, slurmproto.SlurmProtocolVersionError, true)
 	})
 	t.Run("oversized length header", func(t *testing.T) {
 		if m := p.send(t, []byte{0x7f, 0xff, 0xff, 0xff, vHi, vLo}); m != nil {

@@ -98,6 +98,11 @@ type stockFacts struct {
 	// ESLURMD_CREDENTIAL_REPLAYED in 22.05; 24.11's _check_job_credential answers
 	// every cred_cache_valid failure (replayed, revoked) ESLURMD_INVALID_JOB_CREDENTIAL.
 	credReplayedRC uint32
+	// slurmdHTTP: the slurmd port also serves HTTP (26.05: rpc_fingerprint, else
+	// http_switch), so bytes that do not look like an RPC of a known protocol version
+	// (a frame too short for a header, header version 0x1000) get an HTTP error
+	// answer; 22.05 and 24.11 close the connection.
+	slurmdHTTP bool
 }
 
 var releaseFacts = map[string]stockFacts{
@@ -138,6 +143,7 @@ var releaseFacts = map[string]stockFacts{
 		stepdCreatesOutputDirs:    true,
 		credCheckedAtUnpack:       true,
 		credReplayedRC:            slurmproto.ESlurmdInvalidJobCredential,
+		slurmdHTTP:                true,
 	},
 }
 

@@ -45,7 +45,7 @@ func testSrunSigint(t *testing.T, p pair) {
 		if x.run.leftover != "" {
 			t.Errorf("%s: the task's processes still run %v after srun was interrupted:\n%s", p.label(x.c), taskGoneTimeout, x.run.leftover)
 		}
-		t.Logf("%s: srun after Ctrl-C Ctrl-C: %v", p.label(x.c), x.run.r)
+		t.Logf("%s: srun after its SIGINTs: %v", p.label(x.c), x.run.r)
 	}
 	wantExit(t, p, ref.r, sut.r, sigintExit)
 }
