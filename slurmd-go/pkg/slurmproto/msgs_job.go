@@ -469,25 +469,20 @@ type LaunchProlog struct {
 	AllocTLSCert string // 26.05
 	// GresJobAlloc is the raw gres prep list in the message version's form
 	// (see KillJob.GresJobAlloc).
-	GresJobAlloc   []byte
-	JobID          uint32
-	HetJobID       uint32
-	UID            uint32
-	GID            uint32
-	AliasList      string // 22.05
-	Nodes          string
-	StdErr         string // 22.05
-	StdOut         string // 22.05
-	WorkDir        string
-	X11            uint16
-	X11AllocHost   string
-	X11AllocPort   uint16
-	X11MagicCookie string
-	X11Target      string
-	X11TargetPort  uint16
-	SpankJobEnv    []string
-	Cred           *Cred  // unsigned, step id StepIDExtern; no cred_version: packed at the message version
-	UserName       string // 22.05
+	GresJobAlloc []byte
+	JobID        uint32
+	HetJobID     uint32
+	UID          uint32
+	GID          uint32
+	AliasList    string // 22.05
+	Nodes        string
+	StdErr       string // 22.05
+	StdOut       string // 22.05
+	WorkDir      string
+	X11Forwarding
+	SpankJobEnv []string
+	Cred        *Cred  // unsigned, step id StepIDExtern; no cred_version: packed at the message version
+	UserName    string // 22.05
 	// HasJobPtrBuf (24.11+) is true only with SlurmctldParameters=
 	// enable_stepmgr; the job buffers that follow are not supported.
 	HasJobPtrBuf bool
@@ -631,12 +626,7 @@ func encLaunchProlog(p *Packer, v uint16, m *LaunchProlog) error {
 		p.Str(m.StdOut)
 	}
 	p.Str(m.WorkDir)
-	p.U16(m.X11)
-	p.Str(m.X11AllocHost)
-	p.U16(m.X11AllocPort)
-	p.Str(m.X11MagicCookie)
-	p.Str(m.X11Target)
-	p.U16(m.X11TargetPort)
+	m.X11Forwarding.pack(p)
 	p.StrArray(m.SpankJobEnv)
 	if err := PackCred(p, v, m.Cred); err != nil {
 		return err
@@ -674,12 +664,7 @@ func decLaunchProlog(u *Unpacker, v uint16, _ MsgType, m *LaunchProlog) error {
 		m.StdOut, _ = u.Str()
 	}
 	m.WorkDir, _ = u.Str()
-	m.X11, _ = u.U16()
-	m.X11AllocHost, _ = u.Str()
-	m.X11AllocPort, _ = u.U16()
-	m.X11MagicCookie, _ = u.Str()
-	m.X11Target, _ = u.Str()
-	m.X11TargetPort, _ = u.U16()
+	m.X11Forwarding.unpack(u)
 	m.SpankJobEnv, _ = u.StrArray()
 	if u.Err() != nil {
 		return u.Err()

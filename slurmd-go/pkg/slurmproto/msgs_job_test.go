@@ -79,8 +79,8 @@ func jobSampleBodies() []Body {
 		&JobNotify{StepID: StepID{JobID: 5, StepID: NoVal, StepHetComp: NoVal}, Message: "hello"},
 		&LaunchProlog{
 			GresJobAlloc: gresJobAllocOneRec, JobID: 9, HetJobID: NoVal, UID: 1002, GID: 1002, Nodes: "n[1-2]",
-			StdErr: "e", StdOut: "o", WorkDir: "/w", X11: 1, X11AllocHost: "h", X11AllocPort: 6000,
-			X11MagicCookie: "c", X11Target: "t", X11TargetPort: 6010, SpankJobEnv: []string{"S=1"},
+			StdErr: "e", StdOut: "o", WorkDir: "/w", X11Forwarding: X11Forwarding{X11: 1, X11AllocHost: "h", X11AllocPort: 6000,
+				X11MagicCookie: "c", X11Target: "t", X11TargetPort: 6010}, SpankJobEnv: []string{"S=1"},
 			Cred: sampleCred(), UserName: "u",
 		},
 		&CompleteProlog{JobID: 9, NodeName: "n1", PrologRC: 0},

@@ -191,14 +191,9 @@ type LaunchTasks struct {
 	SelectPluginID   uint32 // 22.05: select_jobinfo, plugin id, no payload (SelectPluginConsTres, ...)
 	TresBind         string
 	TresFreq         string
-	X11              uint16
-	X11AllocHost     string
-	X11AllocPort     uint16
-	X11MagicCookie   string
-	X11Target        string
-	X11TargetPort    uint16
-	Stepmgr          string // 24.11: the stepmgr host with enable_stepmgr
-	OOMKillStep      bool   // 24.11
+	X11Forwarding
+	Stepmgr     string // 24.11: the stepmgr host with enable_stepmgr
+	OOMKillStep bool   // 24.11
 	// HasJobPtr (24.11) is set only with enable_stepmgr, whose job, node
 	// and partition records follow; those launches are refused.
 	HasJobPtr bool
@@ -366,12 +361,7 @@ func encLaunchTasks(p *Packer, v uint16, m *LaunchTasks) error {
 	}
 	p.Str(m.TresBind)
 	p.Str(m.TresFreq)
-	p.U16(m.X11)
-	p.Str(m.X11AllocHost)
-	p.U16(m.X11AllocPort)
-	p.Str(m.X11MagicCookie)
-	p.Str(m.X11Target)
-	p.U16(m.X11TargetPort)
+	m.X11Forwarding.pack(p)
 	if v >= Version2411 {
 		p.Str(m.Stepmgr)
 		p.Bool(m.OOMKillStep)
@@ -554,12 +544,7 @@ func decLaunchTasks(u *Unpacker, v uint16, _ MsgType, m *LaunchTasks) error {
 	}
 	m.TresBind, _ = u.Str()
 	m.TresFreq, _ = u.Str()
-	m.X11, _ = u.U16()
-	m.X11AllocHost, _ = u.Str()
-	m.X11AllocPort, _ = u.U16()
-	m.X11MagicCookie, _ = u.Str()
-	m.X11Target, _ = u.Str()
-	m.X11TargetPort, _ = u.U16()
+	m.X11Forwarding.unpack(u)
 	if v >= Version2411 {
 		m.Stepmgr, _ = u.Str()
 		m.OOMKillStep, _ = u.Bool()
@@ -659,6 +644,36 @@ type TaskExit struct {
 
 // MsgType implements Body.
 func (TaskExit) MsgType() MsgType { return MessageTaskExit }
+
+// X11Forwarding is the x11 block of a batch or task launch (x11 flags, the
+// allocating host and port, the magic cookie, the target and its port),
+// packed alike in both.
+type X11Forwarding struct {
+	X11            uint16
+	X11AllocHost   string
+	X11AllocPort   uint16
+	X11MagicCookie string
+	X11Target      string
+	X11TargetPort  uint16
+}
+
+func (x *X11Forwarding) pack(p *Packer) {
+	p.U16(x.X11)
+	p.Str(x.X11AllocHost)
+	p.U16(x.X11AllocPort)
+	p.Str(x.X11MagicCookie)
+	p.Str(x.X11Target)
+	p.U16(x.X11TargetPort)
+}
+
+func (x *X11Forwarding) unpack(u *Unpacker) {
+	x.X11, _ = u.U16()
+	x.X11AllocHost, _ = u.Str()
+	x.X11AllocPort, _ = u.U16()
+	x.X11MagicCookie, _ = u.Str()
+	x.X11Target, _ = u.Str()
+	x.X11TargetPort, _ = u.U16()
+}
 
 // ReattachTasks is reattach_tasks_request_msg_t, REQUEST_REATTACH_TASKS
 // (sattach → the step's nodes, forwarded). On the wire:

@@ -300,8 +300,8 @@ func launchSampleBodies() []Body {
 		JobOptions:     []JobOption{{Type: 1, Opt: "opt", Arg: "arg"}, {Type: 2, Opt: "flag"}},
 		AliasList:      "n1:10.0.0.1:n1", CompleteNodelist: "n[1-2]", OpenMode: OpenModeTruncate, AcctgFreq: "task=30",
 		CPUFreqMin: 1, CPUFreqMax: 2, CPUFreqGov: 3, SelectPluginID: SelectPluginConsTres,
-		TresBind: "gres/gpu:closest", TresFreq: "gpu:high", X11: 1, X11AllocHost: "h", X11AllocPort: 6000,
-		X11MagicCookie: "cookie", X11Target: "t", X11TargetPort: 6010,
+		TresBind: "gres/gpu:closest", TresFreq: "gpu:high", X11Forwarding: X11Forwarding{X11: 1, X11AllocHost: "h", X11AllocPort: 6000,
+			X11MagicCookie: "cookie", X11Target: "t", X11TargetPort: 6010},
 	}
 	return []Body{
 		full,
@@ -402,7 +402,7 @@ func TestLaunchBody_WireLayout(t *testing.T) {
 		TasksToLaunch: []uint16{1}, GlobalTaskIDs: [][]uint32{{5}}, RespPorts: []uint16{0x1234},
 		OrigAddr: AddrFrom(netip.MustParseAddrPort("127.0.0.1:49250")), Argv: []string{"x"}, Flags: LaunchPTY,
 		IOPorts: []uint16{0x2345, 0x3456}, JobOptions: []JobOption{{Type: 7, Opt: "o"}}, CompleteNodelist: "n1",
-		OpenMode: OpenModeAppend, SelectPluginID: SelectPluginConsTres, X11TargetPort: 0x1770}
+		OpenMode: OpenModeAppend, SelectPluginID: SelectPluginConsTres, X11Forwarding: X11Forwarding{X11TargetPort: 0x1770}}
 	enc, err := EncodeBody(Version2205, m)
 	if err != nil {
 		t.Fatal(err)
