@@ -52,7 +52,8 @@ func answerOf(t *testing.T, m *slurmproto.Message) tokenAnswer {
 // alg "none", no auth block at all), and some odd but sound ones (another cluster's
 // name, a SACK token, an ordinary user's), to a live node of an auth/slurm cluster of
 // the stock daemon and of slurmd-go, both of the run's release (24.11 or 26.05, with
-// TIEE_AUTH=slurm or munge alike: the pair is auth/slurm). slurmd-go must answer each
+// TIEE_AUTH=slurm or munge alike: the pair is auth/slurm; a 22.05 run, whose release
+// has no auth/slurm, checks 24.11). slurmd-go must answer each
 // as the stock daemon does. Where stock closes the connection without a word (24.11
 // for an authentication failure: its auth_uid is unset and slurmd_req drops it)
 // slurmd-go answers SLURM_PROTOCOL_AUTHENTICATION_ERROR, the code 26.05 answers; its
@@ -63,10 +64,14 @@ func TestBadInput_Tokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !rel.AuthSlurm {
-		t.Skipf("Slurm %s has no auth/slurm (23.11 and later have): the 24.11 and 26.05 runs check tokens", rel.Name)
+		// 22.05 has no auth/slurm (23.11 brought it): its run checks 24.11's.
+		rel, err = cluster.LookupRelease("24.11")
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := startPair(t, func(impl string) cluster.Options {
-		return cluster.Options{Impl: impl, Nodes: 1, Auth: cluster.AuthSlurm}
+		return cluster.Options{Impl: impl, Release: rel.Name, Nodes: 1, Auth: cluster.AuthSlurm}
 	})
 	v := p.sut.ProtocolVersion
 	ping := uint16(slurmproto.RequestPing)
