@@ -264,8 +264,9 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		if p.uid != s.uid && !s.authorized(p.uid) {
 			o.Int32(int32(syscall.EPERM))
 		} else {
-			// scontrol notify: "slurmstepd-<node>: error: " in every release.
-			s.stderrLine("slurmstepd-"+s.spec.NodeName+": error: ", strings.TrimRight(string(msg), "\x00"))
+			// scontrol notify: an error line of the step manager's, timestamped
+			// from 26.05 as its other lines.
+			s.errorLine("%s", strings.TrimRight(string(msg), "\x00"))
 			o.Int32(0)
 		}
 	case stepapi.RequestAddExternPID:
