@@ -82,6 +82,14 @@ func (d *Daemon) RegisterWithStatus(status uint32) {
 	d.Reregister()
 }
 
+// TRES implements jobmgr.Registrar: the TRES of the last
+// RESPONSE_NODE_REGISTRATION (nil before one).
+func (d *Daemon) TRES() []slurmproto.TRESRec {
+	d.tresMu.Lock()
+	defer d.tresMu.Unlock()
+	return d.tres
+}
+
 // Reconfigure implements handlers.Node.
 func (d *Daemon) Reconfigure() {
 	select {

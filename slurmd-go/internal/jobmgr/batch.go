@@ -180,8 +180,21 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		// Memory is capped only where stock slurmd caps it.
 		IgnoreMemoryLimit: !(strings.Contains(c.TaskPlugin, "task/cgroup") && cfg.ConstrainRAMSpace()),
 		ProtocolVersion:   version,
+		TRESIDs:           m.tresIDs(),
 		LaunchBody:        raw,
 	}
+}
+
+// tresIDs are the ids of the TRES of the last registration's answer.
+func (m *Manager) tresIDs() []uint32 {
+	if m.reg == nil {
+		return nil
+	}
+	var ids []uint32
+	for _, t := range m.reg.TRES() {
+		ids = append(ids, t.ID)
+	}
+	return ids
 }
 
 // workingCluster is SLURM_WORKING_CLUSTER of every task as 22.05's

@@ -44,9 +44,12 @@ const (
 )
 
 // Registrar lets the job manager ask for a registration carrying a status
-// (ESLURMD_PROLOG_FAILED drains the node).
+// (ESLURMD_PROLOG_FAILED drains the node), and tells the TRES slurmctld
+// answered the last registration with (the step managers' accounting
+// records list their ids).
 type Registrar interface {
 	RegisterWithStatus(status uint32)
+	TRES() []slurmproto.TRESRec
 }
 
 // Manager tracks the jobs of this node. Safe for concurrent use.

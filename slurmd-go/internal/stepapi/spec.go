@@ -91,6 +91,10 @@ type StartSpec struct {
 
 	// ProtocolVersion is the header version of the launch RPC.
 	ProtocolVersion uint16 `json:"protocol_version"`
+	// TRESIDs are the ids of the TRES slurmctld told the node at
+	// registration (assoc_mgr's tres list), in its order: from 24.11 a
+	// step's completion carries an accounting record over them.
+	TRESIDs []uint32 `json:"tres_ids,omitempty"`
 	// LaunchBody is the REQUEST_BATCH_JOB_LAUNCH body exactly as received
 	// (user_name and gids are taken from its credential), or the
 	// REQUEST_LAUNCH_TASKS body as slurmd-go completed it from the verified

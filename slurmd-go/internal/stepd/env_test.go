@@ -1,6 +1,9 @@
 package stepd
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -264,5 +267,45 @@ func TestBatchEnv_Releases(t *testing.T) {
 				t.Errorf("0x%04x: SLURM_OOM_KILL_STEP set", tc.v)
 			}
 		}
+	}
+}
+
+// TestEmptyJobAcct_MatchesStock: the step completion's accounting record
+// is byte for byte the one stock 24.11.5 and 26.05.5 step managers sent
+// under jobacct_gather/none (the munge golden frames; the auth/slurm ones
+// ran jobacct_gather/linux, which slurmd-go does not gather), TRES ids 1-8
+// from slurmctld's registration answer; 22.05 and a node without TRES send
+// none.
+func TestEmptyJobAcct_MatchesStock(t *testing.T) {
+	ids := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
+	for _, f := range []string{"r2411/munge/step_complete_v2a00.bin", "r2605/munge/step_complete_v2d00.bin"} {
+		frame, err := os.ReadFile(filepath.Join("../../pkg/slurmproto/testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := slurmproto.DecodeMessage(frame[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := *b.(*slurmproto.StepComplete)
+		sc.JobAcct = emptyJobAcct(m.Header.Version, ids)
+		got, err := slurmproto.EncodeBody(m.Header.Version, &sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, m.Body) {
+			n := 0
+			for n < len(got) && got[n] == m.Body[n] {
+				n++
+			}
+			t.Errorf("%s: our step completion differs from stock's at byte %d of %d: % x, stock % x", f, n, len(m.Body), got[n:min(n+12, len(got))], m.Body[n:min(n+12, len(m.Body))])
+		}
+	}
+	if emptyJobAcct(slurmproto.Version2205, ids) != nil || emptyJobAcct(slurmproto.Version2411, nil) != nil {
+		t.Error("a record for 22.05 or without TRES ids")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -764,6 +765,7 @@ func (s *Step) stepComplete() {
 		RangeFirst: uint32(s.nodeID),
 		RangeLast:  uint32(s.nodeID),
 		StepRC:     s.stepRC(),
+		JobAcct:    emptyJobAcct(s.spec.ProtocolVersion, s.spec.TRESIDs),
 	}
 	sched := StepCompleteRetry
 	if s.opts.CompleteRetry.Attempts > 0 {
@@ -777,6 +779,25 @@ func (s *Step) stepComplete() {
 	if rc := replyRC(reply); rc != 0 {
 		s.log.Info("slurmctld refused step completion", "rc", slurmproto.RCName(rc))
 	}
+}
+
+// emptyJobAcct is the accounting record a 24.11 or 26.05 step manager
+// sends with its completion under jobacct_gather/none (measured:
+// jobacctinfo_create's record, zero CPU times, every TRES usage
+// INFINITE64); 22.05 sends none. Without the registration's TRES ids it
+// sends none either, which slurmctld takes as well.
+func emptyJobAcct(version uint16, tresIDs []uint32) *slurmproto.JobAcct {
+	if version < slurmproto.Version2411 || len(tresIDs) == 0 {
+		return nil
+	}
+	j := &slurmproto.JobAcct{TRESIDs: slices.Clone(tresIDs)}
+	for i := range j.Usage {
+		j.Usage[i] = make([]uint64, len(tresIDs))
+		for k := range j.Usage[i] {
+			j.Usage[i][k] = slurmproto.Infinite64
+		}
+	}
+	return j
 }
 
 // stepName is the step's cgroup directory name ("step_0", "batch").
