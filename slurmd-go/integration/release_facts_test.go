@@ -67,7 +67,8 @@ type stockFacts struct {
 	// (the CANCELLED lines) start "[<time with ms>] error: ", and a cancel by signal
 	// ends "DUE to SIGNAL <strsignal> ***"; 22.05 and 24.11 write
 	// "slurmstepd-<NodeName>: error: " and end the scancel line after the time.
-	// `scontrol notify`'s line has the same start.
+	// `scontrol notify`'s line too (measured in three runs of stock 26.05.5:
+	// "[2026-12-01T10:36:51.615] error: hello from scontrol notify").
 	stepdLogTimestamp bool
 	// taskExitAfterStepComplete: the step manager sends srun the task exits only
 	// once slurmctld has taken the step's completion (26.05 slurmstepd:
