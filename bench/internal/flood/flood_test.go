@@ -2,7 +2,6 @@ package flood_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net"
 	"strings"
@@ -10,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiee-hpc/tiee/bench/internal/benchtest"
 	"github.com/tiee-hpc/tiee/bench/internal/flood"
 	"github.com/tiee-hpc/tiee/bench/internal/limitsrv"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
-	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authtest"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -250,29 +249,6 @@ func TestErrKind_Strings(t *testing.T) {
 	}
 }
 
-// newSlurmAuth is auth/slurm with a fresh key, for cluster "tbtest" (now: its clock, nil for
-// time.Now).
-func newSlurmAuth(t *testing.T, now ...func() time.Time) *authslurm.Auth {
-	t.Helper()
-	key := make([]byte, 1024)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	ks, err := authslurm.NewKeySet(false, authslurm.Key{Secret: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := authslurm.Config{Keys: ks, ClusterName: "tbtest", Hostname: "localhost"}
-	if len(now) > 0 {
-		cfg.Now = now[0]
-	}
-	a, err := authslurm.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 func request2411(t slurmproto.MsgType) flood.Request {
 	return flood.Request{Type: t, Version: slurmproto.Version2411, Plugin: slurmproto.AuthPluginSlurm}
 }
@@ -284,7 +260,7 @@ func request2411(t slurmproto.MsgType) flood.Request {
 func TestMinter_FreshValidTokens(t *testing.T) {
 	var ticks atomic.Int64
 	start := time.Now().Add(-time.Minute)
-	a := newSlurmAuth(t, func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Second / 2) })
+	a := benchtest.SlurmAuth(t, func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Second / 2) })
 	m := flood.NewMinter(request2411(slurmproto.RequestDaemonStatus), a)
 	seen := map[string]bool{}
 	for i := 0; i < 50; i++ {
@@ -372,7 +348,7 @@ func TestCheckReply_2411(t *testing.T) {
 // The auth/slurm limit server verifies every fresh token and answers at 24.11 without an auth
 // block, which the client accepts.
 func TestRunClosed_SlurmLimitServer(t *testing.T) {
-	a := newSlurmAuth(t)
+	a := benchtest.SlurmAuth(t, nil)
 	s, err := limitsrv.New(context.Background(), limitsrv.Config{Mode: limitsrv.ModeSlurm, Addr: "127.0.0.1:0", StatsAddr: "127.0.0.1:0", Auth: a})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package limitsrv_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"io"
 	"net"
@@ -10,31 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiee-hpc/tiee/bench/internal/benchtest"
 	"github.com/tiee-hpc/tiee/bench/internal/limitsrv"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
-	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authtest"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 const rpcTimeout = 5 * time.Second
-
-func slurmAuth(t *testing.T, now func() time.Time) *authslurm.Auth {
-	t.Helper()
-	key := make([]byte, 1024)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	ks, err := authslurm.NewKeySet(false, authslurm.Key{Secret: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := authslurm.New(authslurm.Config{Keys: ks, ClusterName: "tbtest", Hostname: "localhost", Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 func start(t *testing.T, cfg limitsrv.Config) *limitsrv.Server {
 	t.Helper()
@@ -76,7 +58,7 @@ func pingPayload(t slurmproto.MsgType) []byte {
 // auth block, and closes without answering a token of another key, an expired one, or one
 // whose payload is not this message's hash, counting each as a failure.
 func TestSlurm_VerifiesTokenAndHash(t *testing.T) {
-	a := slurmAuth(t, nil)
+	a := benchtest.SlurmAuth(t, nil)
 	s := start(t, limitsrv.Config{Mode: limitsrv.ModeSlurm, Auth: a})
 	ctx := context.Background()
 	good, err := a.Encode(ctx, pingPayload(slurmproto.RequestPing), auth.UIDAny)
@@ -95,8 +77,8 @@ func TestSlurm_VerifiesTokenAndHash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	other, _ := slurmAuth(t, nil).Encode(ctx, pingPayload(slurmproto.RequestPing), auth.UIDAny)
-	old, _ := slurmAuth(t, func() time.Time { return time.Now().Add(-time.Hour) }).Encode(ctx, pingPayload(slurmproto.RequestPing), auth.UIDAny)
+	other, _ := benchtest.SlurmAuth(t, nil).Encode(ctx, pingPayload(slurmproto.RequestPing), auth.UIDAny)
+	old, _ := benchtest.SlurmAuth(t, func() time.Time { return time.Now().Add(-time.Hour) }).Encode(ctx, pingPayload(slurmproto.RequestPing), auth.UIDAny)
 	wrongHash, _ := a.Encode(ctx, pingPayload(slurmproto.RequestDaemonStatus), auth.UIDAny)
 	for name, tok := range map[string]string{"another key": other, "expired": old, "another message's hash": wrongHash, "not a token": "x"} {
 		t.Run(name, func(t *testing.T) {
@@ -136,9 +118,9 @@ func TestNew_ModeNeedsItsPlugin(t *testing.T) {
 		a    auth.Authenticator
 	}{
 		{limitsrv.ModeSlurm, authtest.New(0, 0)},
-		{limitsrv.ModeMunge, slurmAuth(t, nil)},
+		{limitsrv.ModeMunge, benchtest.SlurmAuth(t, nil)},
 		{limitsrv.ModeSlurm, nil},
-		{"jwt", slurmAuth(t, nil)},
+		{"jwt", benchtest.SlurmAuth(t, nil)},
 	} {
 		if s, err := limitsrv.New(context.Background(), limitsrv.Config{Mode: c.mode, Addr: "127.0.0.1:0", Auth: c.a}); err == nil {
 			s.Close()

@@ -59,11 +59,7 @@ func addLine(p *plot.Plot, i int, name string, xys plotter.XYs, dashed bool) err
 
 // Plots writes the PNGs into dir.
 func Plots(r *results.Results, dir string) error {
-	auth := plotMunge
-	if !r.StackOf().UsesMunged() {
-		auth = plotTokens
-	}
-	for _, f := range []func(*results.Results, string) error{plotThroughput, plotLatency, plotMemory, auth} {
+	for _, f := range []func(*results.Results, string) error{plotThroughput, plotLatency, plotMemory, plotAuth} {
 		if err := f(r, dir); err != nil {
 			return fmt.Errorf("report: plot: %w", err)
 		}
@@ -151,26 +147,20 @@ func plotMemory(r *results.Results, dir string) error {
 	return p.Save(plotW, plotH, filepath.Join(dir, "memory_vs_conns.png"))
 }
 
-func plotMunge(r *results.Results, dir string) error {
-	var enc, dec []results.RatePoint
-	if r.Munge != nil {
-		enc, dec = r.Munge.Encode, r.Munge.Decode
+// plotAuth plots what authentication costs: munged's encode and decode rates, or (auth/slurm)
+// the in-process token make and verify rates, against concurrency.
+func plotAuth(r *results.Results, dir string) error {
+	file, title, x, y, an, bn := "munge_rate.png", "munged encode / decode rate", "concurrent munge callers (log)", "credentials/s", "encode", "decode"
+	var a, b []results.RatePoint
+	switch {
+	case !r.StackOf().UsesMunged():
+		file, title, x, y, an, bn = "token_rate.png", "auth/slurm token make / verify rate (in-process)", "concurrent callers (log)", "tokens/s", "make", "verify"
+		if r.Tokens != nil {
+			a, b = r.Tokens.Encode, r.Tokens.Decode
+		}
+	case r.Munge != nil:
+		a, b = r.Munge.Encode, r.Munge.Decode
 	}
-	return plotRates(r, filepath.Join(dir, "munge_rate.png"), "munged encode / decode rate", "concurrent munge callers (log)", "credentials/s",
-		"encode", enc, "decode", dec)
-}
-
-func plotTokens(r *results.Results, dir string) error {
-	var enc, dec []results.RatePoint
-	if r.Tokens != nil {
-		enc, dec = r.Tokens.Encode, r.Tokens.Decode
-	}
-	return plotRates(r, filepath.Join(dir, "token_rate.png"), "auth/slurm token make / verify rate (in-process)", "concurrent callers (log)", "tokens/s",
-		"make", enc, "verify", dec)
-}
-
-// plotRates plots two rate series against concurrency.
-func plotRates(r *results.Results, path, title, x, y, an string, a []results.RatePoint, bn string, b []results.RatePoint) error {
 	p := newPlot(title+" ("+subtitle(r)+")", x, y)
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -189,7 +179,7 @@ func plotRates(r *results.Results, path, title, x, y, an string, a []results.Rat
 	p.Y.Min = 0
 	headroom(p, false)
 	logRange(&p.X)
-	return p.Save(plotW, plotH, path)
+	return p.Save(plotW, plotH, filepath.Join(dir, file))
 }
 
 // logRange gives a log axis without data (a run of `-only` some scenarios) a valid empty
