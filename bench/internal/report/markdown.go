@@ -195,6 +195,9 @@ func machineSection(r *results.Results, _ string) string {
 	if l := r.StartLoad(); !l.Quiet {
 		load = fmt.Sprintf("**under load**: quiet is a 1-minute average below %.1f", l.QuietBelow)
 	}
+	if l := loadLabel(r); l != "" && r.StartLoad().Quiet {
+		load = "quiet at the start; " + l
+	}
 	t.add("Load average before", m.LoadAvgBefore+" ("+load+")")
 	t.add("RLIMIT_NOFILE (client and daemons)", fmt.Sprintf("%d", m.NofileLimit))
 	var sys []string

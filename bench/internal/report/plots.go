@@ -21,7 +21,7 @@ const (
 // subtitle labels every plot with the run's stack, machine and date (and load, when not quiet).
 func subtitle(r *results.Results) string {
 	s := fmt.Sprintf("%s; measured, %s, %d cores, %s", r.StackOf().Label(), r.Machine.CPUModel, r.Machine.Cores, dateOf(r))
-	if !r.StartLoad().Quiet {
+	if underLoad(r) {
 		s += ", under load"
 	}
 	return s

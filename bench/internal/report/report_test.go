@@ -43,7 +43,7 @@ func synthetic() *results.Results {
 			r.Closed = append(r.Closed, results.ClosedRun{Target: n, Msg: ping, VUs: v,
 				Stats: flood.Stats{Window: 1, OK: ok, Throughput: x,
 					Latency: flood.Latency{Count: ok, MeanMs: 1000 * float64(v) / x, P50Ms: 1000 * float64(v) / x, P99Ms: 3000 * float64(v) / x}},
-				CPU: results.CPU{Daemon: 0.5, Munged: 0.3, Client: 0.4, Busy: 1.5, Total: 2}})
+				CPU: results.CPU{Daemon: 0.5, Munged: 0.3, Client: 0.4, Busy: 1.2, Total: 2}})
 		}
 		if kind == results.KindDaemon {
 			r.Closed = append(r.Closed, results.ClosedRun{Target: n, Msg: status, VUs: 1,
@@ -408,6 +408,12 @@ func TestProvenance_UnderLoad(t *testing.T) {
 	r.Load = &results.MachineLoad{StartAvg1: 3.2, QuietBelow: 1, Quiet: false}
 	if p := provenance(r, "x"); !strings.Contains(p, "**taken under load**: the 1-minute load average was 3.2") {
 		t.Fatalf("loaded run: %s", p)
+	}
+	r.Load = &results.MachineLoad{StartAvg1: 0.2, QuietBelow: 1, Quiet: true}
+	r.ClosedFor(results.TargetGo, ping, 16).CPU = results.CPU{Daemon: 0.5, Client: 0.4, Busy: 1.7, Total: 2}
+	if p := provenance(r, "x"); !strings.Contains(p, "**taken under load**: other processes took up to 40 % of the cores in a measured window (REQUEST_PING, 16 VUs, slurmd-go") ||
+		strings.Contains(p, "load average") {
+		t.Fatalf("run that started quiet, then shared the machine: %s", p)
 	}
 	r.Load = nil
 	r.Machine.LoadAvgBefore = "2.50 1.00 0.50 1/100 42"

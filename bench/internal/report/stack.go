@@ -95,13 +95,49 @@ func stackLabel(r *results.Results) string {
 	return fmt.Sprintf("Slurm %s (stock %s), auth/%s", st.Release, orDash(stockVersion(r)), st.Auth)
 }
 
-// loadLabel is "" for a run that started on a quiet machine, else what says it was not.
+// othersLoaded is the share of the cores that other processes may take in a measured window
+// before the run counts as taken under load. On a quiet machine it is 0 % (only slurmctld,
+// idle during the RPC loops, runs beside the bench).
+const othersLoaded = 0.10
+
+// othersPeak is the largest share of the cores other processes took in any closed-loop
+// window of r, and that window.
+func othersPeak(r *results.Results) (float64, *results.ClosedRun) {
+	var peak float64
+	var at *results.ClosedRun
+	for i := range r.Closed {
+		c := &r.Closed[i]
+		if c.CPU.Total <= 0 {
+			continue
+		}
+		if sh := c.CPU.Others() / c.CPU.Total; sh > peak {
+			peak, at = sh, c
+		}
+	}
+	return peak, at
+}
+
+// underLoad reports whether r shared the machine with other work: it started on a busy
+// machine, or other processes took more than othersLoaded of the cores in a measured window.
+func underLoad(r *results.Results) bool {
+	peak, _ := othersPeak(r)
+	return !r.StartLoad().Quiet || peak > othersLoaded
+}
+
+// loadLabel is "" for a run taken on a quiet machine, else what says it was not.
 func loadLabel(r *results.Results) string {
-	l := r.StartLoad()
-	if l.Quiet {
+	var why []string
+	if l := r.StartLoad(); !l.Quiet {
+		why = append(why, fmt.Sprintf("the 1-minute load average was %.1f when it started (quiet is below %.1f)", l.StartAvg1, l.QuietBelow))
+	}
+	if peak, at := othersPeak(r); peak > othersLoaded {
+		why = append(why, fmt.Sprintf("other processes took up to %.0f %% of the cores in a measured window (%s, %s, %s; see *Where the CPU goes*)",
+			100*peak, at.Msg, vusText(at.VUs), at.Target))
+	}
+	if len(why) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("**taken under load**: the 1-minute load average was %.1f when it started (quiet is below %.1f), other work shared the cores", l.StartAvg1, l.QuietBelow)
+	return "**taken under load**: " + strings.Join(why, "; ") + ", other work shared the cores"
 }
 
 // authName is how the report names the run's authentication ("munge", "auth/slurm tokens").
@@ -128,7 +164,7 @@ func Releases(runs []*results.Results, srcs []string) string {
 	head := []string{"measured"}
 	for _, r := range runs {
 		col := fmt.Sprintf("%s (profile %s, %s", stackLabel(r), r.Profile, dateOf(r))
-		if !r.StartLoad().Quiet {
+		if underLoad(r) {
 			col += ", **under load**"
 		}
 		head = append(head, col+")")
@@ -148,12 +184,8 @@ func Releases(runs []*results.Results, srcs []string) string {
 			if g == nil || s == nil {
 				return "–"
 			}
-			unit := "VUs"
-			if vus(r) == 1 {
-				unit = "VU"
-			}
-			return fmt.Sprintf("%s vs %s RPC/s: **%s** (%s %s)", rate(g.Stats.Throughput), rate(s.Stats.Throughput),
-				ratio(g.Stats.Throughput, s.Stats.Throughput), thousands(vus(r)), unit)
+			return fmt.Sprintf("%s vs %s RPC/s: **%s** (%s)", rate(g.Stats.Throughput), rate(s.Stats.Throughput),
+				ratio(g.Stats.Throughput, s.Stats.Throughput), vusText(vus(r)))
 		}
 	}
 	row("REQUEST_PING, closed loop, 1 VU: slurmd-go vs stock", pingAt(func(*results.Results) int { return 1 }))
@@ -189,7 +221,7 @@ func Releases(runs []*results.Results, srcs []string) string {
 		}
 		return cell + " (no auth service)"
 	})
-	row("idle connections held (most): KiB per held connection, slurmd-go vs stock; stock's probes failed", func(r *results.Results) string {
+	row("idle connections held (most): KiB per held connection, slurmd-go vs stock; probes to stock that failed", func(r *results.Results) string {
 		n := maxInt(r.Config.Holds)
 		g, s := r.HoldFor(results.TargetGo, n), r.HoldFor(results.TargetStock, n)
 		if g == nil || s == nil {
@@ -259,6 +291,14 @@ func Releases(runs []*results.Results, srcs []string) string {
 	})
 	b.WriteString(t.String())
 	return b.String()
+}
+
+// vusText is "1 VU", "5,000 VUs".
+func vusText(n int) string {
+	if n == 1 {
+		return "1 VU"
+	}
+	return thousands(n) + " VUs"
 }
 
 func dateOf(r *results.Results) string {
