@@ -14,10 +14,10 @@ INTEGRATION_RUNS ?= 22.05/munge/all 24.11/munge/all 26.05/munge/subset 26.05/slu
 
 BENCH_BIN := bin/bench
 
-.PHONY: help build deps test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-smoke
+.PHONY: help build deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build bin/slurmd-go and its step manager bin/slurmstepd-go
 	$(GO) build -o $(BIN) ./slurmd-go/cmd/slurmd
@@ -27,6 +27,9 @@ deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, li
 	scripts/install-deps.sh
 	scripts/ensure-munged.sh
 	scripts/chroots.sh 24.11 26.05
+
+chroots: ## build (once) and mount the Slurm 24.11 chroot the 24.11 bench runs in (scripts/chroots.sh)
+	scripts/chroots.sh 24.11 >/dev/null
 
 unit: ## unit tests, race detector on
 	$(GO) test -race -count=1 $(PKGS)
@@ -51,13 +54,27 @@ lint: ## gofmt and go vet
 
 test: deps lint unit fuzz interop integration bench-smoke ## every test, the real-cluster ones included
 
-bench: deps build ## the full bench (~12 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest and the RFC's generated blocks
-	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
-	$(BENCH_BIN)/benchrun -profile full -slurmd-go $(BIN) -out bench/results/latest -rfc rfc -wait-idle 2m
+# Each stack (Slurm release / auth type) writes its own results directory and RFC blocks.
+BENCH_2205 := -out bench/results/latest
+BENCH_2411 := -release 24.11 -auth slurm -out bench/results/latest-24.11-slurm
 
-bench-smoke: deps build ## a ~1 min bench: every scenario tiny; fails on a failed scenario, missing numbers or a protocol error (never on speed)
+bench: ## the full bench on 22.05/munge, then 24.11/auth-slurm (~23 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest{,-24.11-slurm} and the RFC's generated blocks
+	$(MAKE) bench-2205
+	$(MAKE) bench-2411
+	$(BENCH_BIN)/benchreport -dir bench/results/latest -dir bench/results/latest-24.11-slurm -rfc rfc
+
+bench-2205: deps build ## the full bench on the host's Slurm 22.05 with munge (~11 min): bench/results/latest
+	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
+	$(BENCH_BIN)/benchrun -profile full -slurmd-go $(BIN) $(BENCH_2205) -rfc rfc -wait-idle 2m
+
+bench-2411: deps build chroots ## the full bench on Slurm 24.11 with auth/slurm, in its chroot (~12 min): bench/results/latest-24.11-slurm
+	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
+	$(BENCH_BIN)/benchrun -profile full -slurmd-go $(BIN) $(BENCH_2411) -rfc rfc -wait-idle 2m
+
+bench-smoke: deps build chroots ## two ~1 min benches, 22.05/munge then 24.11/auth-slurm: every scenario tiny; fails on a failed scenario, missing numbers or a protocol error (never on speed)
 	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
 	$(BENCH_BIN)/benchrun -profile smoke -slurmd-go $(BIN) -out bench/results/smoke -check
+	$(BENCH_BIN)/benchrun -profile smoke -slurmd-go $(BIN) -release 24.11 -auth slurm -out bench/results/smoke-24.11-slurm -check
 
 # make demo SLURM=24.11 (or 26.05) runs the demo in that release's chroot; AUTH=slurm
 # uses auth/slurm instead of munge (24.11 and 26.05).

@@ -37,7 +37,8 @@ type Profile struct {
 	IdleSample       time.Duration
 	Settle           time.Duration // pause between runs
 	MungeOps         int           // per concurrency level
-	MungeConcurrency []int
+	MungeConcurrency []int         // munge-rate and token-rate
+	TokenOps         int           // token-rate: per concurrency level (tokens take microseconds)
 	JobArray         int           // job-throughput: tasks in the array of `true`
 	JobArrayTimeout  time.Duration // job-throughput: longest wait for one array to finish
 	StepSleep        time.Duration // stepd-rss: the job's `sleep`
@@ -54,7 +55,7 @@ func Full() Profile {
 		Holds: []int{1000, 5000}, HoldRamp: 6 * time.Second, HoldProbe: 4 * time.Second, HoldProbeRate: 10,
 		OpenHeld: 1000, OpenDuration: 8 * time.Second, OpenRateFraction: 0.5,
 		RPCTimeout: flood.DefaultTimeout, IdleSample: 2 * time.Second, Settle: 500 * time.Millisecond,
-		MungeOps: 4000, MungeConcurrency: []int{1, 2, 4, 16, 64},
+		MungeOps: 4000, MungeConcurrency: []int{1, 2, 4, 16, 64}, TokenOps: 40000,
 		// 200 tasks: slurmctld starts about one per core per second here, so a
 		// 1,000-task array would take ~8 min per daemon and break the 15-min budget.
 		JobArray: 1000, JobArrayTimeout: 5 * time.Minute, StepSleep: 30 * time.Second, StepSamples: 10,
@@ -71,7 +72,7 @@ func Smoke() Profile {
 		Holds: []int{200}, HoldRamp: 3 * time.Second, HoldProbe: time.Second, HoldProbeRate: 10,
 		OpenHeld: 200, OpenDuration: time.Second, OpenRateFraction: 0.5,
 		RPCTimeout: flood.DefaultTimeout, IdleSample: 300 * time.Millisecond, Settle: 100 * time.Millisecond,
-		MungeOps: 200, MungeConcurrency: []int{1, 16},
+		MungeOps: 200, MungeConcurrency: []int{1, 16}, TokenOps: 2000,
 		JobArray: 20, JobArrayTimeout: 2 * time.Minute, StepSleep: 8 * time.Second, StepSamples: 5,
 		SrunRuns: 10,
 	}
@@ -80,20 +81,29 @@ func Smoke() Profile {
 // Target is one server under test with the client's handles on it.
 type Target struct {
 	results.Target
-	Dialer    *flood.Dialer
-	UsesMunge bool   // decodes credentials: needs a fresh one per RPC
-	Node      string // node name (daemons)
-	StatsAddr string // limit servers
+	Dialer *flood.Dialer
+	// ChecksCreds: the target verifies each request's credential, so every RPC needs a fresh
+	// one (munged refuses a replayed credential; auth/slurm has no replay cache, but a real
+	// sender never reuses a token either).
+	ChecksCreds bool
+	Node        string // node name (daemons)
+	StatsAddr   string // limit servers
 }
 
 // Env is what scenarios run against. Driven from one goroutine.
 type Env struct {
-	Ctx      context.Context
-	Profile  Profile
-	Cluster  *launch.Cluster
-	Targets  []*Target
-	Auth     auth.Authenticator // the bench's own munge client (private munged)
+	Ctx     context.Context
+	Profile Profile
+	Stack   launch.Stack
+	Cluster *launch.Cluster
+	Targets []*Target
+	// Auth is the bench's own credential maker: a munge client of the private munged, or
+	// authslurm with the cluster's slurm.key.
+	Auth auth.Authenticator
+	// Pools hold pre-made munge credentials (auth/munge); Minters make auth/slurm tokens as
+	// requests are sent (auth/slurm). One of the two is set.
 	Pools    map[slurmproto.MsgType]*flood.Pool
+	Minters  map[slurmproto.MsgType]*flood.Minter
 	Recycled map[slurmproto.MsgType]*flood.Recycled
 	Res      *results.Results
 	Out      io.Writer // progress lines
@@ -112,14 +122,30 @@ func (e *Env) Target(name string) *Target {
 	return nil
 }
 
-// source returns the frames for n RPCs of type msg to t: fresh credentials from the pool
-// (topped up now, outside any timed phase) for a target that decodes them, recycled ones for
-// the no-auth server.
+// Request is the kind of request msg the client sends in this run: the stack's header version
+// and auth plugin.
+func (e *Env) Request(msg slurmproto.MsgType) flood.Request {
+	return flood.Request{Type: msg, Version: e.Stack.Protocol(), Plugin: e.Auth.PluginID()}
+}
+
+// want is the correct reply to msg in this run.
+func (e *Env) want(msg slurmproto.MsgType) (flood.Want, error) { return flood.WantFor(e.Request(msg)) }
+
+// source returns the frames for n RPCs of type msg to t: for a target that checks
+// credentials, fresh munge credentials from the pool (topped up now, outside any timed
+// phase) or auth/slurm tokens minted as each request is sent; recycled ones for the no-auth
+// server.
 func (e *Env) source(t *Target, msg slurmproto.MsgType, n int) (flood.Source, error) {
-	if !t.UsesMunge {
+	if !t.ChecksCreds {
 		return e.Recycled[msg], nil
 	}
+	if m := e.Minters[msg]; m != nil {
+		return m, nil
+	}
 	p := e.Pools[msg]
+	if p == nil {
+		return nil, fmt.Errorf("no credential source for %v", msg)
+	}
 	st, err := p.TopUp(e.Ctx, e.Auth, n, e.FillParallel)
 	if st.Made > 0 {
 		e.Res.Creds.Made += int64(st.Made)
@@ -130,6 +156,14 @@ func (e *Env) source(t *Target, msg slurmproto.MsgType, n int) (flood.Source, er
 		e.Logf("  made %d credentials in %.1fs (%.0f/s)", st.Made, st.Duration.Seconds(), st.Rate())
 	}
 	return p, err
+}
+
+// sourceErr is why src failed to make a frame during a run (nil if it never did).
+func sourceErr(src flood.Source) error {
+	if m, ok := src.(*flood.Minter); ok {
+		return m.Err()
+	}
+	return nil
 }
 
 // credsFor is how many fresh credentials a run of d at up to the munge ceiling may use, with
@@ -146,7 +180,7 @@ func (e *Env) credsFor(d time.Duration, extra int) int {
 	est := ceiling * 1.5
 	var seen float64
 	for _, c := range e.Res.Closed {
-		if t := e.Target(c.Target); t != nil && t.UsesMunge {
+		if t := e.Target(c.Target); t != nil && t.ChecksCreds {
 			seen = max(seen, c.Stats.Throughput)
 		}
 	}
@@ -194,7 +228,11 @@ type cpuMark struct {
 
 func (e *Env) cpuNow(t *Target) cpuMark {
 	m, _ := procstat.MachineCPU()
-	return cpuMark{procstat.CPU(t.PID), procstat.CPU(e.Cluster.Munged.PID()), procstat.CPU(os.Getpid()), m}
+	var munged time.Duration // auth/slurm: no munged
+	if e.Cluster != nil && e.Cluster.Munged != nil {
+		munged = procstat.CPU(e.Cluster.Munged.PID())
+	}
+	return cpuMark{procstat.CPU(t.PID), munged, procstat.CPU(os.Getpid()), m}
 }
 
 func (e *Env) cpuSince(t *Target, m cpuMark) results.CPU {

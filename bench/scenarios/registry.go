@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tiee-hpc/tiee/bench/internal/procstat"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
 
@@ -32,9 +33,14 @@ type Scenario interface {
 // ErrNotMeasuredYet marks a scenario whose subject is not implemented yet.
 var ErrNotMeasuredYet = errors.New("not measured yet")
 
+// ErrNotApplicable marks a scenario whose subject does not exist in the run's stack (munged
+// under auth/slurm); the error says why.
+var ErrNotApplicable = errors.New("not applicable")
+
 // Registry is every scenario, in run order.
 var Registry = []Scenario{
 	mungeRate{},
+	tokenRate{},
 	idle{when: "start"},
 	hold{},
 	closedLoop{msg: msgPing},
@@ -59,14 +65,19 @@ func RunAll(env *Env, only map[string]bool) {
 			continue
 		}
 		env.Logf("scenario %s: %s", s.Name(), s.Title())
+		load := procstat.LoadAvg1()
 		t0 := time.Now()
 		err := s.Run(env)
 		st := results.ScenarioStatus{Name: s.Name(), Title: s.Title(), Status: results.StatusMeasured,
-			Seconds: time.Since(t0).Seconds()}
+			Seconds: time.Since(t0).Seconds(), LoadAvg1: load}
 		switch {
 		case errors.Is(err, ErrNotMeasuredYet):
 			st.Status = results.StatusNotMeasured
 			st.Note = err.Error()
+		case errors.Is(err, ErrNotApplicable):
+			st.Status = results.StatusNotApplicable
+			st.Note = err.Error()
+			env.Logf("  %v", err)
 		case err != nil:
 			st.Status = results.StatusFailed
 			st.Note = err.Error()

@@ -3,8 +3,10 @@ package scenarios
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
 
@@ -126,4 +128,27 @@ func maxOf(xs []int) int {
 		m = max(m, x)
 	}
 	return m
+}
+
+// munge-rate has nothing to measure under auth/slurm, token-rate nothing under munge: each is
+// recorded as not applicable with its reason (never failed, never estimated), and measures
+// nothing.
+func TestRunAll_NotApplicable(t *testing.T) {
+	for _, c := range []struct {
+		stack launch.Stack
+		name  string
+		why   string
+	}{
+		{launch.Stack{Release: launch.Release2411, Auth: launch.AuthSlurm}, "munge-rate", "no munged"},
+		{launch.DefaultStack, "token-rate", "through munged"},
+	} {
+		env := &Env{Ctx: context.Background(), Profile: Smoke(), Stack: c.stack, Res: &results.Results{}, Logf: func(string, ...any) {}}
+		RunAll(env, map[string]bool{c.name: true})
+		if len(env.Res.Status) != 1 || env.Res.Status[0].Status != results.StatusNotApplicable || !strings.Contains(env.Res.Status[0].Note, c.why) {
+			t.Fatalf("%s on %s: %+v", c.name, c.stack, env.Res.Status)
+		}
+		if env.Res.Munge != nil || env.Res.Tokens != nil || len(env.Res.Errors) != 0 {
+			t.Fatalf("%s on %s measured something: %+v", c.name, c.stack, env.Res)
+		}
+	}
 }

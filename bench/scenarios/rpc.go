@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,12 +41,15 @@ func (mungeRate) Title() string {
 }
 
 func (mungeRate) Run(env *Env) error {
+	if !env.Stack.UsesMunged() {
+		return fmt.Errorf("%w: %s signs RPCs with auth/slurm tokens made in-process, with no munged to measure (token-rate measures them)", ErrNotApplicable, env.Stack.Label())
+	}
 	m := &results.MungeRates{Threads: env.Res.Config.MungedThreads}
 	if m.Threads == 0 {
 		m.Threads = 2
 	}
 	cpu0 := procstat.CPU(env.Cluster.Munged.PID())
-	payload := auth.Payload(slurmproto.Version2205, uint16(msgPing), nil, auth.HashK12)
+	payload := env.Request(msgPing).Payload()
 	for _, c := range env.Profile.MungeConcurrency {
 		creds := make([]string, env.Profile.MungeOps)
 		mpid := env.Cluster.Munged.PID()
@@ -74,12 +78,69 @@ func (mungeRate) Run(env *Env) error {
 	return env.Ctx.Err()
 }
 
+// ---- auth/slurm tokens' own rate ---------------------------------------------------------
+
+type tokenRate struct{}
+
+func (tokenRate) Name() string { return "token-rate" }
+func (tokenRate) Title() string {
+	return "auth/slurm token encode and verify rate (slurmd-go's authslurm, in the bench process)"
+}
+
+// Run measures what auth/slurm costs per RPC where munge-rate measures munged: the bench's
+// Auth (authslurm with the cluster's slurm.key, the code slurmd-go verifies with) makes
+// REQUEST_PING tokens and verifies them, at each concurrency.
+func (tokenRate) Run(env *Env) error {
+	if env.Stack.UsesMunged() {
+		return fmt.Errorf("%w: %s signs RPCs through munged (munge-rate measures it)", ErrNotApplicable, env.Stack.Label())
+	}
+	tr := &results.TokenRates{}
+	payload := env.Request(msgPing).Payload()
+	n := env.Profile.TokenOps
+	for _, c := range env.Profile.MungeConcurrency {
+		toks := make([]string, n)
+		enc := measure(env.Ctx, c, n, 0, func(ctx context.Context, i int) error {
+			tok, err := env.Auth.Encode(ctx, payload, auth.UIDAny)
+			toks[i] = tok
+			return err
+		})
+		dec := measure(env.Ctx, c, n, 0, func(ctx context.Context, i int) error {
+			if toks[i] == "" {
+				return errors.New("no token")
+			}
+			cr, err := env.Auth.Decode(ctx, toks[i])
+			if err == nil && !bytes.Equal(cr.Payload, payload) {
+				err = errors.New("token payload differs")
+			}
+			return err
+		})
+		tr.Encode = append(tr.Encode, enc)
+		tr.Decode = append(tr.Decode, dec)
+		if tr.TokenBytes == 0 && toks[0] != "" {
+			tr.TokenBytes = len(toks[0])
+		}
+		env.Logf("  tokens c=%-3d encode %8.0f/s (%.1f µs CPU)  verify %8.0f/s (%.1f µs CPU)",
+			c, enc.Rate, enc.CallerCPUUS, dec.Rate, dec.CallerCPUUS)
+		if enc.Errors+dec.Errors > 0 {
+			return fmt.Errorf("tokens: %d encode and %d verify errors at concurrency %d", enc.Errors, dec.Errors, c)
+		}
+	}
+	env.Res.Tokens = tr
+	return env.Ctx.Err()
+}
+
 // measure runs f(i) for i in [0,n) on c workers and times it, with the CPU it cost this
-// process and munged (pid mungedPID).
+// process and munged (pid mungedPID; 0: none).
 func measure(ctx context.Context, c, n, mungedPID int, f func(context.Context, int) error) results.RatePoint {
 	var next, errs atomic.Int64
 	var sumNS atomic.Int64
-	self0, munged0 := procstat.CPU(os.Getpid()), procstat.CPU(mungedPID)
+	mungedCPU := func() time.Duration {
+		if mungedPID == 0 {
+			return 0
+		}
+		return procstat.CPU(mungedPID)
+	}
+	self0, munged0 := procstat.CPU(os.Getpid()), mungedCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < c; w++ {
@@ -108,7 +169,7 @@ func measure(ctx context.Context, c, n, mungedPID int, f func(context.Context, i
 	if n > 0 {
 		p.MeanMs = float64(sumNS.Load()) / float64(n) / 1e6
 		p.CallerCPUUS = float64((procstat.CPU(os.Getpid()) - self0).Microseconds()) / float64(n)
-		p.MungedCPUUS = float64((procstat.CPU(mungedPID) - munged0).Microseconds()) / float64(n)
+		p.MungedCPUUS = float64((mungedCPU() - munged0).Microseconds()) / float64(n)
 	}
 	return p
 }
@@ -197,7 +258,11 @@ func runHold(env *Env, t *Target, n int) (results.HoldRun, error) {
 	sleepCtx(env.Ctx, holdSettle)
 	mark := s.Mark()
 	held := gauge(h)
-	want, _ := flood.WantFor(msgPing)
+	want, err := env.want(msgPing)
+	if err != nil {
+		h.Stop()
+		return r, err
+	}
 	r.Probe = flood.RunOpen(env.Ctx, flood.Target{Dialer: t.Dialer, Source: src, Want: want}, flood.OpenConfig{
 		Rate: p.HoldProbeRate, Duration: p.HoldProbe, Timeout: p.RPCTimeout,
 		Progress: env.progress(fmt.Sprintf("hold %d %s", n, t.Name), s),
@@ -206,6 +271,9 @@ func runHold(env *Env, t *Target, n int) (results.HoldRun, error) {
 	r.Hold = h.Stats()
 	r.Hold.Established = held()
 	h.Stop()
+	if err := sourceErr(src); err != nil {
+		return r, err
+	}
 	r.Kernel = kernelSince(km)
 	if r.Hold.Established > 0 {
 		r.PerConnKB = float64(r.During.RSSMedianKB-r.Baseline.RSSMedianKB) / float64(r.Hold.Established)
@@ -295,7 +363,7 @@ func runClosed(env *Env, t *Target, msg slurmproto.MsgType, vus int) (results.Cl
 	if err != nil {
 		return r, err
 	}
-	want, err := flood.WantFor(msg)
+	want, err := env.want(msg)
 	if err != nil {
 		return r, err
 	}
@@ -342,6 +410,9 @@ func runClosed(env *Env, t *Target, msg slurmproto.MsgType, vus int) (results.Cl
 			HandleNS: lim1.HandleNS - lim0.HandleNS, DecodeNS: lim1.DecodeNS - lim0.DecodeNS,
 			EncodeNS: lim1.EncodeNS - lim0.EncodeNS, TotalConns: lim1.TotalConns - lim0.TotalConns}
 		r.Limit = &d
+	}
+	if err := sourceErr(src); err != nil {
+		return r, err
 	}
 	if r.Stats.Extra["source_exhausted"] > 0 {
 		env.Res.Notes = append(env.Res.Notes, fmt.Sprintf("%s vus=%d on %s ran out of pre-made credentials after %.1fs of %.1fs",
@@ -395,7 +466,10 @@ func runOpen(env *Env, t *Target, rate float64) (results.OpenRun, error) {
 	if err != nil {
 		return r, err
 	}
-	want, _ := flood.WantFor(msgPing)
+	want, err := env.want(msgPing)
+	if err != nil {
+		return r, err
+	}
 	base, _ := procstat.Read(t.PID)
 	s := env.sampler(t)
 	cm := env.cpuNow(t)
@@ -415,6 +489,9 @@ func runOpen(env *Env, t *Target, rate float64) (results.OpenRun, error) {
 	r.CPU = env.cpuSince(t, cm)
 	r.Daemon = s.Stop()
 	r.Kernel = kernelSince(km)
+	if err := sourceErr(src); err != nil {
+		return r, err
+	}
 	env.settle(t, base.FDs)
 	return r, env.Ctx.Err()
 }

@@ -1,9 +1,15 @@
 // Command benchrun runs the TiEE bench: the stock slurmd, slurmd-go (gnet and plain net) and
-// the two limit servers, side by side on one real cluster, then writes results.json,
-// results.md and the plots into -out, and (with -rfc) the RFC's generated fragments.
+// the two limit servers, side by side on one real cluster of one Slurm release and auth type,
+// then writes results.json, results.md and the plots into -out, and (with -rfc) the RFC's
+// generated fragments.
 //
-//	benchrun -profile full  -out bench/results/latest -rfc rfc    # make bench
-//	benchrun -profile smoke -out bench/results/smoke -check       # make bench-smoke
+//	benchrun -profile full  -out bench/results/latest -rfc rfc          # make bench (22.05, munge)
+//	benchrun -profile full  -release 24.11 -auth slurm -rfc rfc         # ... and 24.11, auth/slurm
+//	benchrun -profile smoke -out bench/results/smoke -check             # make bench-smoke
+//
+// Without -out, results go to bench/results/latest (smoke: bench/results/smoke) for 22.05 with
+// munge and to bench/results/latest-<release>-<auth> for any other stack, so each stack's
+// results stay.
 package main
 
 import (
@@ -17,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
 	"github.com/tiee-hpc/tiee/bench/internal/report"
 	"github.com/tiee-hpc/tiee/bench/internal/runner"
 	"github.com/tiee-hpc/tiee/bench/scenarios"
@@ -24,7 +31,9 @@ import (
 
 func main() {
 	profile := flag.String("profile", "full", "full (make bench) or smoke (make bench-smoke)")
-	out := flag.String("out", "bench/results/latest", "output directory")
+	out := flag.String("out", "", "output directory (default bench/results/latest or smoke, suffixed -<release>-<auth> for other stacks than 22.05/munge)")
+	release := flag.String("release", launch.Release2205, "Slurm release of slurmctld, the stock slurmd and the clients: 22.05 (the host) or 24.11 (its chroot)")
+	authType := flag.String("auth", launch.AuthMunge, "munge (auth/munge, a private munged) or slurm (auth/slurm, a fresh slurm.key; 24.11)")
 	rfc := flag.String("rfc", "", "also write the RFC's generated fragments into this directory")
 	check := flag.Bool("check", false, "exit 1 unless every scenario produced numbers with zero protocol errors")
 	slurmdGo := flag.String("slurmd-go", "bin/slurmd-go", "slurmd-go binary")
@@ -37,13 +46,32 @@ func main() {
 	idleLoad := flag.Float64("idle-load", 1.0, "load average below which the machine counts as quiet")
 	flag.Parse()
 
-	if err := run(*profile, *out, *rfc, *check, *slurmdGo, *limitSrv, *only, *keep, *threads, *sources, *waitIdle, *idleLoad); err != nil {
+	stack, err := launch.ParseStack(*release, *authType)
+	if err == nil {
+		err = run(*profile, stack, outDir(*out, *profile, stack), *rfc, *check, *slurmdGo, *limitSrv, *only, *keep, *threads, *sources, *waitIdle, *idleLoad)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
 		os.Exit(1)
 	}
 }
 
-func run(profile, out, rfc string, check bool, slurmdGo, limitSrv, only string, keep bool, threads, sources int,
+// outDir is -out, or the stack's default directory for profile.
+func outDir(out, profile string, stack launch.Stack) string {
+	if out != "" {
+		return out
+	}
+	base := "bench/results/latest"
+	if profile == "smoke" {
+		base = "bench/results/smoke"
+	}
+	if tag := stack.Tag(); tag != "" {
+		base += "-" + tag
+	}
+	return base
+}
+
+func run(profile string, stack launch.Stack, out, rfc string, check bool, slurmdGo, limitSrv, only string, keep bool, threads, sources int,
 	waitIdle time.Duration, idleLoad float64) error {
 	var p scenarios.Profile
 	switch profile {
@@ -77,7 +105,7 @@ func run(profile, out, rfc string, check bool, slurmdGo, limitSrv, only string, 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	res, err := runner.Run(ctx, runner.Options{
-		Profile: p, RepoRoot: repo, SlurmdGo: slurmdGo, LimitSrv: limitSrv, Keep: keep,
+		Profile: p, Stack: stack, RepoRoot: repo, SlurmdGo: slurmdGo, LimitSrv: limitSrv, Keep: keep,
 		MungedThreads: threads, Sources: sources, Only: sel, Out: os.Stderr, WaitIdle: waitIdle, IdleLoad: idleLoad,
 	})
 	if err != nil {
@@ -86,7 +114,7 @@ func run(profile, out, rfc string, check bool, slurmdGo, limitSrv, only string, 
 	if err := report.Write(res, out, rfc); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "results in %s (%.0fs)\n", out, res.WallSeconds)
+	fmt.Fprintf(os.Stderr, "results of %s in %s (%.0fs)\n", stack.Label(), out, res.WallSeconds)
 	if check {
 		if problems := report.Check(res); len(problems) > 0 {
 			return fmt.Errorf("check failed:\n  %s", strings.Join(problems, "\n  "))

@@ -5,8 +5,11 @@
 //	rpcflood -target 127.0.0.1:6818 -mode open -rate 2000 -duration 10s -hold 1000
 //	rpcflood -target 127.0.0.1:6818 -mode hold -hold 5000 -duration 5s -rate 10
 //
+//	rpcflood -target 127.0.0.1:6818 -release 24.11 -key /tmp/c/slurm.key -cluster c -mode closed
+//
 // Credentials are real munge credentials made before the timed phase (-creds of them, each
-// used once); a run that uses them all stops early and says so. The summary goes to stderr,
+// used once); a run that uses them all stops early and says so. With -key (auth/slurm, 24.11),
+// each request gets a fresh HS256 token minted as it is sent. The summary goes to stderr,
 // progress lines too (every second), and the raw figures as JSON to stdout.
 package main
 
@@ -23,6 +26,7 @@ import (
 	"github.com/tiee-hpc/tiee/bench/internal/flood"
 	"github.com/tiee-hpc/tiee/bench/internal/launch"
 	"github.com/tiee-hpc/tiee/bench/internal/procstat"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -50,19 +54,22 @@ func main() {
 	creds := flag.Int("creds", 20000, "credentials to make before the timed phase")
 	recycle := flag.Bool("recycle", false, "reuse 64 credentials round robin (only for servers that never decode them)")
 	sock := flag.String("munge-socket", "", "munged socket (default "+munge.DefaultSocket+")")
+	release := flag.String("release", "22.05", "Slurm release of the daemon: the requests' header version (22.05 or 24.11)")
+	key := flag.String("key", "", "auth/slurm: the cluster's slurm.key (tokens instead of munge credentials)")
+	cluster := flag.String("cluster", "", "auth/slurm: the cluster's ClusterName")
 	pid := flag.Int("pid", 0, "daemon pid to sample (RSS, threads, fds every 50 ms)")
 	sources := flag.Int("sources", 1, "loopback source addresses 127.0.0.1..N (see bench/internal/runner.DefaultSources)")
 	nofile := flag.Uint64("nofile", 65536, "RLIMIT_NOFILE to set")
 	flag.Parse()
 	if err := run(*target, *mode, *msg, *vus, *rate, *warmup, *duration, *hold, *timeout, *creds, *recycle,
-		*sock, *pid, *sources, *nofile); err != nil {
+		*sock, *release, *key, *cluster, *pid, *sources, *nofile); err != nil {
 		fmt.Fprintln(os.Stderr, "rpcflood:", err)
 		os.Exit(1)
 	}
 }
 
 func run(target, mode, msg string, vus int, rate float64, warmup, duration time.Duration, hold int,
-	timeout time.Duration, nCreds int, recycle bool, sock string, pid, sources int, nofile uint64) error {
+	timeout time.Duration, nCreds int, recycle bool, sock, release, key, cluster string, pid, sources int, nofile uint64) error {
 	if _, err := launch.RaiseNofile(nofile); err != nil {
 		fmt.Fprintln(os.Stderr, "rpcflood: warning:", err)
 	}
@@ -70,37 +77,57 @@ func run(target, mode, msg string, vus int, rate float64, warmup, duration time.
 	if msg == "status" {
 		t = slurmproto.RequestDaemonStatus
 	}
-	want, err := flood.WantFor(t)
+	version, err := slurmproto.ParseRelease(release)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	m, err := munge.New(munge.Options{Socket: sock, TTL: -1, MaxInFlight: 256})
-	if err != nil {
-		return err
-	}
 	d, err := flood.NewDialer(target, sources)
 	if err != nil {
 		return err
 	}
-	pool := flood.NewPool(t)
-	if recycle {
-		nCreds = 64
+	var src flood.Source
+	var fs flood.FillStats
+	req := flood.Request{Type: t, Version: version, Plugin: slurmproto.AuthPluginMunge}
+	if key != "" {
+		keys, _, err := authslurm.LoadKeys(authslurm.LoadOptions{KeyFile: key})
+		if err != nil {
+			return err
+		}
+		a, err := authslurm.New(authslurm.Config{Keys: keys, ClusterName: cluster, Version: func() uint16 { return version }})
+		if err != nil {
+			return err
+		}
+		req.Plugin = slurmproto.AuthPluginSlurm
+		src = flood.NewMinter(req, a)
+		fmt.Fprintln(os.Stderr, "auth/slurm: a fresh token per request, minted as it is sent")
+	} else {
+		m, err := munge.New(munge.Options{Socket: sock, TTL: -1, MaxInFlight: 256})
+		if err != nil {
+			return err
+		}
+		pool := flood.NewPool(req)
+		if recycle {
+			nCreds = 64
+		}
+		fmt.Fprintf(os.Stderr, "making %d credentials...\n", nCreds)
+		if fs, err = pool.Fill(ctx, m, nCreds, 16); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "made %d in %.2fs (%.0f/s, not part of any timing)\n", fs.Made, fs.Duration.Seconds(), fs.Rate())
+		src = pool
+		if recycle {
+			var frames [][]byte
+			for f, ok := pool.Next(); ok; f, ok = pool.Next() {
+				frames = append(frames, f)
+			}
+			src = flood.NewRecycled(frames)
+		}
 	}
-	fmt.Fprintf(os.Stderr, "making %d credentials...\n", nCreds)
-	fs, err := pool.Fill(ctx, m, nCreds, 16)
+	want, err := flood.WantFor(req)
 	if err != nil {
 		return err
-	}
-	fmt.Fprintf(os.Stderr, "made %d in %.2fs (%.0f/s, not part of any timing)\n", fs.Made, fs.Duration.Seconds(), fs.Rate())
-	var src flood.Source = pool
-	if recycle {
-		var frames [][]byte
-		for f, ok := pool.Next(); ok; f, ok = pool.Next() {
-			frames = append(frames, f)
-		}
-		src = flood.NewRecycled(frames)
 	}
 	out := output{Mode: mode, Target: target, Msg: t.String(), Creds: fs}
 	var s *procstat.Sampler

@@ -182,18 +182,31 @@ func isTimeout(err error) bool {
 
 // Want says what a correct reply to a request looks like.
 type Want struct {
-	Type slurmproto.MsgType // the reply message type, e.g. RESPONSE_PING_SLURMD
+	Type    slurmproto.MsgType // the reply message type, e.g. RESPONSE_PING_SLURMD
+	Version uint16             // the reply's header version: the request's
+	Plugin  uint32             // the auth plugin of a reply that carries a credential
 }
 
-// WantFor returns the expected reply to request type t (REQUEST_PING or REQUEST_DAEMON_STATUS).
-func WantFor(t slurmproto.MsgType) (Want, error) {
-	switch t {
+// WantFor returns the expected reply to req (REQUEST_PING or REQUEST_DAEMON_STATUS).
+func WantFor(req Request) (Want, error) {
+	w := Want{Version: req.Version, Plugin: req.Plugin}
+	switch req.Type {
 	case slurmproto.RequestPing:
-		return Want{Type: slurmproto.ResponsePingSlurmd}, nil
+		w.Type = slurmproto.ResponsePingSlurmd
 	case slurmproto.RequestDaemonStatus:
-		return Want{Type: slurmproto.ResponseSlurmdStatus}, nil
+		w.Type = slurmproto.ResponseSlurmdStatus
+	default:
+		return Want{}, fmt.Errorf("flood: no expected reply known for %v", req.Type)
 	}
-	return Want{}, fmt.Errorf("flood: no expected reply known for %v", t)
+	return w, nil
+}
+
+// plugin is the expected credential's plugin (munge when unset: the original 22.05 client).
+func (w Want) plugin() uint32 {
+	if w.Plugin == 0 {
+		return slurmproto.AuthPluginMunge
+	}
+	return w.Plugin
 }
 
 // Result is the outcome of one RPC.
@@ -204,9 +217,9 @@ type Result struct {
 }
 
 // RPC runs one Slurm RPC the way slurmctld does: connect, write one frame, read one reply
-// frame, close. deadline bounds all of it. The reply must decode completely (header, munge
-// auth block, body of the expected type); its credential is not sent to munged (that would
-// double munged's load and measure the client, not the daemon).
+// frame, close. deadline bounds all of it. The reply must decode completely (header, auth
+// block, body of the expected type); its credential is not verified (through munged that
+// would double munged's load and measure the client, not the daemon).
 func RPC(ctx context.Context, d *Dialer, frame []byte, want Want, deadline time.Time) Result {
 	c, err := d.Dial(ctx, deadline)
 	if err != nil {
@@ -231,14 +244,23 @@ func RPC(ctx context.Context, d *Dialer, frame []byte, want Want, deadline time.
 	return CheckReply(reply, want)
 }
 
-// CheckReply validates a reply frame (without its length prefix).
+// CheckReply validates a reply frame (without its length prefix): the request's header
+// version and, unless the header says SLURM_NO_AUTH_CRED (how 24.11 sends replies; 23.11 and
+// later only), a credential of want's plugin.
 func CheckReply(reply []byte, want Want) Result {
 	m, err := slurmproto.DecodeMessage(reply)
 	if err != nil {
 		return Result{Kind: BadReply, Err: err}
 	}
-	if m.Auth.PluginID != slurmproto.AuthPluginMunge || m.Auth.Cred == "" {
-		return Result{Kind: BadReply, Err: fmt.Errorf("flood: reply auth plugin %d, credential %d bytes", m.Auth.PluginID, len(m.Auth.Cred))}
+	if want.Version != 0 && m.Header.Version != want.Version {
+		return Result{Kind: BadReply, Err: fmt.Errorf("flood: reply header version 0x%04x, want 0x%04x", m.Header.Version, want.Version)}
+	}
+	noAuth := m.Header.Flags&slurmproto.FlagNoAuthCred != 0
+	switch {
+	case noAuth && m.Header.Version < slurmproto.Version2311:
+		return Result{Kind: BadReply, Err: fmt.Errorf("flood: reply without auth block (flags 0x%04x) at version 0x%04x", m.Header.Flags, m.Header.Version)}
+	case !noAuth && (m.Auth.PluginID != want.plugin() || m.Auth.Cred == ""):
+		return Result{Kind: BadReply, Err: fmt.Errorf("flood: reply auth plugin %d, credential %d bytes, want plugin %d", m.Auth.PluginID, len(m.Auth.Cred), want.plugin())}
 	}
 	body, err := slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
 	if err != nil {

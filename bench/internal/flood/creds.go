@@ -11,9 +11,34 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// Encoder makes munge credentials (auth.Authenticator's Encode; *munge.Munge in practice).
+// Encoder makes credentials (auth.Authenticator's Encode: *munge.Munge or *authslurm.Auth).
 type Encoder interface {
 	Encode(ctx context.Context, payload []byte, restrictUID uint32) (string, error)
+}
+
+// Request is one kind of body-less request the client sends (REQUEST_PING or
+// REQUEST_DAEMON_STATUS): its message type, header version and auth plugin, as slurmctld of
+// that release sends it.
+type Request struct {
+	Type    slurmproto.MsgType
+	Version uint16 // header version: slurmproto.Version2205 or Version2411
+	Plugin  uint32 // auth plugin of the credential: slurmproto.AuthPluginMunge or AuthPluginSlurm
+}
+
+// Request2205 is a 22.05 request signed with munge, the bench's original client.
+func Request2205(t slurmproto.MsgType) Request {
+	return Request{Type: t, Version: slurmproto.Version2205, Plugin: slurmproto.AuthPluginMunge}
+}
+
+// Payload is what the credential signs: Slurm's message hash, 0x02 || K12(body,
+// custom=BE16(msg_type)), over the empty body (the same in 22.05 and 24.11).
+func (r Request) Payload() []byte { return auth.Payload(r.Version, uint16(r.Type), nil, auth.HashK12) }
+
+// Frame is the complete frame (length prefix included) of the request carrying cred, with no
+// forwarding, as slurmctld sends it.
+func (r Request) Frame(cred string) []byte {
+	h := slurmproto.Header{Version: r.Version, MsgType: r.Type}
+	return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: r.Plugin, Cred: cred}, nil)
 }
 
 // Source hands out complete request frames. Safe for concurrent use.
@@ -22,12 +47,12 @@ type Source interface {
 	Next() ([]byte, bool)
 }
 
-// Pool is a FIFO of pre-encoded request frames of one message type, each carrying its own
-// munge credential and each handed out once: munged refuses a credential it has decoded
-// before (EMUNGE_CRED_REPLAYED), and a real client never reuses one. Credentials are made by
-// Fill, outside any timed phase. Safe for concurrent use.
+// Pool is a FIFO of pre-encoded request frames of one kind, each carrying its own munge
+// credential and each handed out once: munged refuses a credential it has decoded before
+// (EMUNGE_CRED_REPLAYED), and a real client never reuses one. Credentials are made by Fill,
+// outside any timed phase. Safe for concurrent use.
 type Pool struct {
-	Type slurmproto.MsgType
+	Req Request
 
 	mu     sync.Mutex // guards frames, head
 	frames [][]byte   // guarded by mu
@@ -36,9 +61,8 @@ type Pool struct {
 	made atomic.Int64 // frames made by Fill, in total
 }
 
-// NewPool returns an empty pool of request frames of type t (a request with no body:
-// REQUEST_PING or REQUEST_DAEMON_STATUS).
-func NewPool(t slurmproto.MsgType) *Pool { return &Pool{Type: t} }
+// NewPool returns an empty pool of frames of req.
+func NewPool(req Request) *Pool { return &Pool{Req: req} }
 
 // Next implements Source.
 func (p *Pool) Next() ([]byte, bool) {
@@ -86,13 +110,12 @@ func (p *Pool) TopUp(ctx context.Context, enc Encoder, n, parallel int) (FillSta
 	return p.Fill(ctx, enc, need, parallel)
 }
 
-// Fill encodes n new credentials (parallel at a time) and appends their frames. The payload
-// is what Slurm 22.05 signs: 0x02 || K12(body, custom=BE16(msg_type)) over the empty body.
+// Fill encodes n new credentials (parallel at a time) and appends their frames.
 func (p *Pool) Fill(ctx context.Context, enc Encoder, n, parallel int) (FillStats, error) {
 	if parallel < 1 {
 		parallel = 1
 	}
-	payload := auth.Payload(slurmproto.Version2205, uint16(p.Type), nil, auth.HashK12)
+	payload := p.Req.Payload()
 	out := make([][]byte, n)
 	var next atomic.Int64
 	var firstErr error
@@ -113,7 +136,7 @@ func (p *Pool) Fill(ctx context.Context, enc Encoder, n, parallel int) (FillStat
 					errOnce.Do(func() { firstErr = fmt.Errorf("flood: encode credential: %w", err) })
 					return
 				}
-				out[i] = RequestFrame(p.Type, cred)
+				out[i] = p.Req.Frame(cred)
 			}
 		}()
 	}
@@ -138,16 +161,56 @@ func (p *Pool) Fill(ctx context.Context, enc Encoder, n, parallel int) (FillStat
 	return st, firstErr
 }
 
-// RequestFrame is the complete frame (length prefix included) of a body-less request of type
-// t carrying cred, with a 22.05 header and no forwarding, as slurmctld sends it.
-func RequestFrame(t slurmproto.MsgType, cred string) []byte {
-	h := slurmproto.Header{Version: slurmproto.Version2205, MsgType: t}
-	return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, nil)
+// Minter makes a fresh frame for every Next: a credential made for it, as the request is
+// sent, the way slurmctld signs each RPC. It is the source for auth/slurm, whose HS256 tokens
+// the client makes itself in microseconds (no service to wait for, and no replay cache: a
+// pool would only add expiry to manage, the tokens living 60 s). Their cost lands in the
+// client's CPU during the timed phase. Tokens made in the same second for the same message
+// are byte for byte the same, as stock's are: auth/slurm's claims carry no nonce. Safe for
+// concurrent use.
+type Minter struct {
+	req     Request
+	enc     Encoder
+	payload []byte
+	made    atomic.Int64
+
+	mu  sync.Mutex // guards err
+	err error      // guarded by mu: the first failed encode
 }
 
-// Recycled hands out the same few frames over and over. Only for targets that never send
-// credentials to munged (the no-auth limit server): it keeps the client's work per RPC
-// identical without spending credentials.
+// NewMinter returns a Source minting frames of req with enc.
+func NewMinter(req Request, enc Encoder) *Minter {
+	return &Minter{req: req, enc: enc, payload: req.Payload()}
+}
+
+// Next implements Source. A failed encode ends the source (false) and is kept for Err.
+func (m *Minter) Next() ([]byte, bool) {
+	cred, err := m.enc.Encode(context.Background(), m.payload, auth.UIDAny)
+	if err != nil {
+		m.mu.Lock()
+		if m.err == nil {
+			m.err = fmt.Errorf("flood: mint credential: %w", err)
+		}
+		m.mu.Unlock()
+		return nil, false
+	}
+	m.made.Add(1)
+	return m.req.Frame(cred), true
+}
+
+// Made is the number of frames minted so far.
+func (m *Minter) Made() int64 { return m.made.Load() }
+
+// Err is the first failed encode (nil if none).
+func (m *Minter) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// Recycled hands out the same few frames over and over. Only for targets that never check
+// credentials (the no-auth limit server): it keeps the client's work per RPC identical
+// without spending credentials.
 type Recycled struct {
 	frames [][]byte
 	i      atomic.Uint64

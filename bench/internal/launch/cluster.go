@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 )
 
 // Named timeouts and paths.
@@ -28,10 +29,16 @@ const (
 	clientWaitDelay    = 2 * time.Second
 	pollInterval       = 200 * time.Millisecond
 
+	// Paths of the stock binaries, on the host (22.05) or inside the release's chroot.
 	StockSlurmd    = "/usr/sbin/slurmd"
 	StockSlurmctld = "/usr/sbin/slurmctld"
-	Munged         = "/usr/sbin/munged"
+	Munged         = "/usr/sbin/munged" // always the host's: one private munged serves either release
 	MungeKey       = "/etc/munge/munge.key"
+	// KeyFile is auth/slurm's key, beside slurm.conf, where slurmctld, slurmd and slurmd-go
+	// look for it.
+	KeyFile = "slurm.key"
+	// KeyBytes is the size of the random slurm.key each auth/slurm cluster gets.
+	KeyBytes = 1024
 
 	// MessageTimeout is slurm.conf's MessageTimeout in the bench cluster: Slurm's default.
 	// Both daemons close a connection that has not delivered its request by then.
@@ -43,10 +50,12 @@ const (
 )
 
 // Ports are drawn below the ephemeral range and clear of the integration harness's range
-// (20000-27800) and the engineers' private clusters (17817-17900, 27817-27900).
+// (20000-27800), the engineers' private clusters (17817-17900, 27817-27900) and the ports
+// other tests start real daemons on by hand (28000-32000: the auth/slurm interop tests
+// take 28600-28999): 32000-32700 is the bench's own.
 const (
-	portLow  = 28000
-	portHigh = 32000
+	portLow  = 32000
+	portHigh = 32700
 )
 
 // Impl is a node daemon implementation.
@@ -54,7 +63,7 @@ type Impl string
 
 // Implementations.
 const (
-	ImplStock Impl = "stock" // Debian's /usr/sbin/slurmd 22.05
+	ImplStock Impl = "stock" // Debian's /usr/sbin/slurmd of the stack's release
 	ImplGo    Impl = "go"    // bin/slurmd-go
 )
 
@@ -68,6 +77,7 @@ type NodeSpec struct {
 // Options configure Start.
 type Options struct {
 	Dir           string // working directory (created); slurm.conf, logs, spool, munged
+	Stack         Stack  // release and auth type; the zero value is DefaultStack
 	SlurmdGo      string // path of bin/slurmd-go
 	Nodes         []NodeSpec
 	MungedThreads int    // munged --num-threads; 0: munged's default (2)
@@ -85,14 +95,25 @@ type Node struct {
 // Addr is the node's RPC address.
 func (n *Node) Addr() string { return fmt.Sprintf("127.0.0.1:%d", n.Port) }
 
-// Cluster is a running private cluster: munged, slurmctld and the node daemons.
+// Cluster is a running private cluster: munged (auth/munge only), slurmctld and the node
+// daemons.
+//
+// A chroot stack (24.11) runs every Slurm process, daemons and client commands alike, in the
+// release's chroot, each in its own private mount namespace with its own directories bound
+// over the chroot's /run/slurm and /run/slurmctld: auth/slurm daemons serve SACK at those
+// fixed paths, so two node daemons (or another engineer's cluster) never share a socket.
+// Client commands see an empty /run/slurm and slurmctld's /run/slurmctld, so every client
+// token comes from slurmctld's SACK, the same for every node daemon under test; each node
+// daemon's own step managers use its own SACK.
 type Cluster struct {
 	Dir         string
 	ConfPath    string
 	Name        string
+	Stack       Stack
 	CtldPort    int
-	MungeSocket string
-	Munged      *Proc
+	MungeSocket string // "" without munged
+	KeyPath     string // auth/slurm: the cluster's slurm.key ("" with munge)
+	Munged      *Proc  // nil without munged
 	Ctld        *Proc
 	Nodes       []*Node
 	HWLine      string // `slurmd -C` node attributes
@@ -111,27 +132,36 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.SlurmdDebug == "" {
 		o.SlurmdDebug = "info"
 	}
-	for _, b := range []string{StockSlurmd, StockSlurmctld, Munged, o.SlurmdGo} {
-		if _, err := os.Stat(b); err != nil {
-			return nil, fmt.Errorf("launch: %s: %w (run make deps / make build)", b, err)
-		}
+	if o.Stack == (Stack{}) {
+		o.Stack = DefaultStack
+	}
+	if _, err := ParseStack(o.Stack.Release, o.Stack.Auth); err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(o); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: o.Dir, ConfPath: filepath.Join(o.Dir, "slurm.conf"), opts: o, sp: spawn.New()}
+	c = &Cluster{Dir: o.Dir, ConfPath: filepath.Join(o.Dir, "slurm.conf"), Stack: o.Stack, opts: o, sp: spawn.New()}
 	defer func() {
 		if err != nil {
 			c.Stop()
 			c = nil
 		}
 	}()
-	if err := c.startMunged(ctx); err != nil {
+	if o.Stack.UsesMunged() {
+		if err := c.startMunged(ctx); err != nil {
+			return c, err
+		}
+	} else if err := c.writeKey(); err != nil {
 		return c, err
 	}
-	hw, err := exec.Command(StockSlurmd, "-C").Output()
+	hwArgv := c.argv("hw", nil, StockSlurmd, "-C")
+	hw, err := exec.Command(hwArgv[0], hwArgv[1:]...).Output()
 	if err != nil {
-		return c, fmt.Errorf("launch: slurmd -C: %w", err)
+		return c, fmt.Errorf("launch: slurmd -C (%s): %w", o.Stack, err)
 	}
 	c.HWLine = hwAttrs(string(hw))
 	ports, err := pickPorts(len(o.Nodes) + 2)
@@ -153,8 +183,13 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := os.WriteFile(c.ConfPath, []byte(c.renderConf(ports[1])), 0o644); err != nil {
 		return c, err
 	}
+	if cg := c.renderCgroupConf(); cg != "" {
+		if err := os.WriteFile(filepath.Join(o.Dir, "cgroup.conf"), []byte(cg), 0o644); err != nil {
+			return c, err
+		}
+	}
 	c.Ctld, err = startProc(c.sp, "slurmctld", filepath.Join(o.Dir, "slurmctld.out"), c.Env(), nil,
-		StockSlurmctld, "-D", "-f", c.ConfPath)
+		c.argv("slurmctld", nil, StockSlurmctld, "-D", "-f", c.ConfPath)...)
 	if err != nil {
 		return c, err
 	}
@@ -172,7 +207,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 		env := append(c.Env(), n.Env...)
 		n.Proc, err = startProc(c.sp, n.Name, filepath.Join(o.Dir, n.Name+".out"), env, nil,
-			bin, "-D", "-N", n.Name, "-f", c.ConfPath)
+			c.argv(n.Name, nil, bin, "-D", "-N", n.Name, "-f", c.ConfPath)...)
 		if err != nil {
 			return c, err
 		}
@@ -187,6 +222,77 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 	}
 	return c, nil
+}
+
+// clientCommands are the client commands the scenarios run; a chroot must have them all.
+var clientCommands = []string{"/usr/bin/sinfo", "/usr/bin/scontrol", "/usr/bin/squeue", "/usr/bin/sbatch", "/usr/bin/srun", "/usr/bin/scancel"}
+
+// checkBinaries says which binary the stack lacks, and how to get it.
+func checkBinaries(o Options) error {
+	host := []string{o.SlurmdGo}
+	if o.Stack.UsesMunged() {
+		host = append(host, Munged)
+	}
+	if o.Stack.Root() == "" {
+		host = append(host, StockSlurmd, StockSlurmctld)
+	} else if _, err := exec.LookPath("unshare"); err != nil {
+		return fmt.Errorf("launch: unshare (util-linux) runs the %s daemons in private mount namespaces: %w", o.Stack.Release, err)
+	}
+	for _, b := range host {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("launch: %s: %w (run make deps / make build)", b, err)
+		}
+	}
+	return o.Stack.checkRoot(append([]string{StockSlurmd, StockSlurmctld, o.SlurmdGo}, clientCommands...)...)
+}
+
+// writeKey writes a fresh random slurm.key beside slurm.conf (mode 0600, as auth/slurm
+// insists) for an auth/slurm cluster.
+func (c *Cluster) writeKey() error {
+	key := make([]byte, KeyBytes)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("launch: slurm.key: %w", err)
+	}
+	c.KeyPath = filepath.Join(c.Dir, KeyFile)
+	if err := os.WriteFile(c.KeyPath, key, 0o600); err != nil {
+		return fmt.Errorf("launch: slurm.key: %w", err)
+	}
+	return nil
+}
+
+// argv is the command line that runs argv as process role of this cluster: unchanged on the
+// host; in the chroot, in a private mount namespace with the role's own SACK directories
+// (<dir>/run/<role>/{slurm,slurmctld}). Client roles ("" or "client") get an empty
+// /run/slurm and slurmctld's /run/slurmctld.
+func (c *Cluster) argv(role string, chrootOpts []string, argv ...string) []string {
+	if c.Stack.Root() == "" {
+		return argv
+	}
+	runSlurm, runCtld := c.runDir(role, "slurm"), c.runDir(role, "slurmctld")
+	if role == "" || role == "client" {
+		runSlurm, runCtld = c.runDir("client", "slurm"), c.runDir("slurmctld", "slurmctld")
+	}
+	return c.Stack.wrap(runSlurm, runCtld, chrootOpts, argv...)
+}
+
+// runDir is <dir>/run/<role>/<sub>, created on first use (0755, as slurmd creates /run/slurm).
+func (c *Cluster) runDir(role, sub string) string {
+	d := filepath.Join(c.Dir, "run", role, sub)
+	_ = os.MkdirAll(d, 0o755)
+	return d
+}
+
+// SackSocket is the SACK socket of a process role of a chroot cluster, seen from the host
+// ("" for the host's 22.05 or with munge): the node daemons' at /run/slurm, slurmctld's at
+// /run/slurmctld.
+func (c *Cluster) SackSocket(role string) string {
+	if c.Stack.Root() == "" || c.Stack.UsesMunged() {
+		return ""
+	}
+	if role == "slurmctld" {
+		return filepath.Join(c.runDir(role, "slurmctld"), "sack.socket")
+	}
+	return filepath.Join(c.runDir(role, "slurm"), "sack.socket")
 }
 
 // hwAttrs keeps the hardware attributes of `slurmd -C`'s first line (not NodeName, not UpTime).
@@ -210,9 +316,9 @@ func (c *Cluster) renderConf(slurmdPort int) string {
 		"SlurmctldHost=localhost(127.0.0.1)",
 		fmt.Sprintf("SlurmctldPort=%d", c.CtldPort),
 		fmt.Sprintf("SlurmdPort=%d", slurmdPort),
-		"AuthType=auth/munge",
-		"AuthInfo=socket=" + c.MungeSocket,
-		"CredType=cred/munge",
+	}
+	lines = append(lines, c.authLines()...)
+	lines = append(lines,
 		"SlurmUser=root",
 		"SlurmdUser=root",
 		"SelectType=select/cons_tres",
@@ -236,15 +342,15 @@ func (c *Cluster) renderConf(slurmdPort int) string {
 		// that CR_Core_Memory does not hand each job the whole node (one job at a time).
 		"SchedulerParameters=batch_sched_delay=0",
 		"DefMemPerCPU=64",
-		"StateSaveLocation=" + c.Dir + "/state",
-		"SlurmdSpoolDir=" + c.Dir + "/spool/%n",
-		"SlurmdPidFile=" + c.Dir + "/%n.pid",
-		"SlurmdLogFile=" + c.Dir + "/%n.log",
-		"SlurmctldPidFile=" + c.Dir + "/slurmctld.pid",
-		"SlurmctldLogFile=" + c.Dir + "/slurmctld.log",
+		"StateSaveLocation="+c.Dir+"/state",
+		"SlurmdSpoolDir="+c.Dir+"/spool/%n",
+		"SlurmdPidFile="+c.Dir+"/%n.pid",
+		"SlurmdLogFile="+c.Dir+"/%n.log",
+		"SlurmctldPidFile="+c.Dir+"/slurmctld.pid",
+		"SlurmctldLogFile="+c.Dir+"/slurmctld.log",
 		"SlurmctldDebug=info",
-		"SlurmdDebug=" + c.opts.SlurmdDebug,
-	}
+		"SlurmdDebug="+c.opts.SlurmdDebug,
+	)
 	var names []string
 	for _, n := range c.Nodes {
 		lines = append(lines, fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 NodeHostname=localhost Port=%d %s State=UNKNOWN",
@@ -260,6 +366,27 @@ func (c *Cluster) renderConf(slurmdPort int) string {
 		lines = append(lines, fmt.Sprintf("PartitionName=p%s Nodes=%s MaxTime=INFINITE State=UP OverSubscribe=FORCE:%d", n.Name, n.Name, JobsPerCore))
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// authLines are slurm.conf's auth settings: munge through the private munged's socket, or
+// auth/slurm and cred/slurm with the slurm.key beside slurm.conf (no AuthInfo: its default
+// 60 s token lifetime).
+func (c *Cluster) authLines() []string {
+	if c.Stack.UsesMunged() {
+		return []string{"AuthType=auth/munge", "AuthInfo=socket=" + c.MungeSocket, "CredType=cred/munge"}
+	}
+	return []string{"AuthType=auth/slurm", "CredType=cred/slurm"}
+}
+
+// renderCgroupConf is cgroup.conf ("" for none). The 24.11 slurmd always initialises a
+// cgroup plugin and, left to autodetect, loads cgroup/v1 on this host; proctrack/pgid and
+// task/none use none of it, so the chroot release runs without (CgroupPlugin=disabled, a
+// 24.11 keyword that 22.05 lacks), the same for both node daemons.
+func (c *Cluster) renderCgroupConf() string {
+	if c.Stack.Root() == "" {
+		return ""
+	}
+	return "# generated by bench/internal/launch; do not edit\nCgroupPlugin=disabled\n"
 }
 
 // Partition is the partition that holds only node name.
@@ -289,7 +416,8 @@ func (c *Cluster) Run(ctx context.Context, name string, args ...string) (string,
 func (c *Cluster) RunFor(ctx context.Context, limit time.Duration, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	argv := c.argv("client", nil, append([]string{name}, args...)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = c.Env()
 	cmd.WaitDelay = clientWaitDelay
 	out, err := cmd.CombinedOutput()
@@ -376,7 +504,8 @@ func (c *Cluster) startMunged(ctx context.Context) error {
 }
 
 // StartLimitServer starts bin limitsrv in mode on a free port with a stats port, and waits
-// for its "ready" line.
+// for its "ready" line. It runs on the host (it is the bench's own Go program) and speaks the
+// stack's release with the cluster's munged socket or slurm.key.
 func (c *Cluster) StartLimitServer(ctx context.Context, bin, mode string) (p *Proc, addr, statsAddr string, err error) {
 	ports, err := pickPorts(2)
 	if err != nil {
@@ -385,8 +514,14 @@ func (c *Cluster) StartLimitServer(ctx context.Context, bin, mode string) (p *Pr
 	addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	statsAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	out := filepath.Join(c.Dir, "limitsrv-"+mode+".out")
-	p, err = startProc(c.sp, "limitsrv-"+mode, out, c.Env(), nil,
-		bin, "-mode", mode, "-listen", addr, "-stats", statsAddr, "-munge-socket", c.MungeSocket)
+	argv := []string{bin, "-mode", mode, "-listen", addr, "-stats", statsAddr, "-release", c.Stack.Release}
+	if c.MungeSocket != "" {
+		argv = append(argv, "-munge-socket", c.MungeSocket)
+	}
+	if c.KeyPath != "" {
+		argv = append(argv, "-key", c.KeyPath, "-cluster", c.Name)
+	}
+	p, err = startProc(c.sp, "limitsrv-"+mode, out, c.Env(), nil, argv...)
 	if err != nil {
 		return nil, "", "", err
 	}

@@ -18,8 +18,8 @@ type Machine struct {
 	MemoryMiB     int64             `json:"memory_mib"`
 	Kernel        string            `json:"kernel"`
 	GoVersion     string            `json:"go_version"`
-	SlurmVersion  string            `json:"slurm_version"`
-	MungeVersion  string            `json:"munge_version"`
+	SlurmVersion  string            `json:"slurm_version"`           // `slurmd -V` of the stack's stock slurmd
+	MungeVersion  string            `json:"munge_version,omitempty"` // munged -V; "" when the stack has no munged
 	SlurmdGoRev   string            `json:"slurmd_go_rev"`
 	NofileLimit   uint64            `json:"nofile_limit"`
 	Sysctl        map[string]string `json:"sysctl"`
@@ -28,9 +28,9 @@ type Machine struct {
 	LoadAvgBefore string            `json:"loadavg_before"`
 }
 
-// DescribeMachine reads the machine's description. repo is the repository root (for the git
-// revision of slurmd-go).
-func DescribeMachine(repo string) Machine {
+// DescribeMachine reads the machine's description for a bench of stack. repo is the
+// repository root (for the git revision of slurmd-go).
+func DescribeMachine(repo string, stack Stack) Machine {
 	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Sysctl: map[string]string{},
 		Date: time.Now().UTC().Format(time.RFC3339)}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
@@ -58,8 +58,10 @@ func DescribeMachine(repo string) Machine {
 	if syscall.Uname(&u) == nil {
 		m.Kernel = cstr(u.Sysname[:]) + " " + cstr(u.Release[:]) + " " + cstr(u.Machine[:])
 	}
-	m.SlurmVersion = firstLine(exec.Command(StockSlurmd, "-V").Output())
-	m.MungeVersion = firstLine(exec.Command(Munged, "-V").CombinedOutput())
+	m.SlurmVersion = StockVersion(stack)
+	if stack.UsesMunged() {
+		m.MungeVersion = firstLine(exec.Command(Munged, "-V").CombinedOutput())
+	}
 	rev := firstLine(exec.Command("git", "-C", repo, "rev-parse", "--short=12", "HEAD").Output())
 	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--", "slurmd-go").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
 		rev += " (slurmd-go/ has uncommitted changes)"
@@ -80,6 +82,16 @@ func DescribeMachine(repo string) Machine {
 		m.LoadAvgBefore = strings.TrimSpace(string(b))
 	}
 	return m
+}
+
+// StockVersion is `slurmd -V` of the stack's stock slurmd ("slurm-wlm 24.11.5"), run in its
+// chroot for a newer release; "" if it cannot run.
+func StockVersion(stack Stack) string {
+	argv := []string{StockSlurmd, "-V"}
+	if root := stack.Root(); root != "" {
+		argv = append([]string{"chroot", root}, argv...)
+	}
+	return firstLine(exec.Command(argv[0], argv[1:]...).Output())
 }
 
 func cstr(b []int8) string {

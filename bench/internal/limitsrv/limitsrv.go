@@ -1,15 +1,21 @@
-// Package limitsrv holds the two limit servers the bench drives with the same client as the
-// real daemons. Both speak just enough of the Slurm protocol to answer REQUEST_PING
-// (connection per RPC, one goroutine per connection, plain net):
+// Package limitsrv holds the limit servers the bench drives with the same client as the real
+// daemons. Each speaks just enough of the Slurm protocol to answer REQUEST_PING (connection
+// per RPC, one goroutine per connection, plain net), in the header version it is configured
+// for (22.05 or 24.11):
 //
 //   - ModeNoAuth reads a request frame and writes a canned RESPONSE_PING_SLURMD without
 //     looking at it: the machine's connection-per-RPC ceiling.
 //   - ModeMunge decodes the request's credential through munged, checks the body hash as
-//     slurmd does, encodes the reply's credential through munged and writes the reply: the
-//     ceiling of any daemon that authenticates every RPC with munge.
+//     slurmd does, encodes the reply's credential through munged (22.05; a 24.11 reply carries
+//     none) and writes the reply: the ceiling of any daemon that authenticates every RPC with
+//     munge.
+//   - ModeSlurm verifies the request's auth/slurm token (HS256 signature, expiry, ruid,
+//     context) with the cluster's slurm.key, checks the body hash and writes the reply without
+//     an auth block, as 24.11 daemons reply: the ceiling of any daemon that authenticates
+//     every RPC with auth/slurm.
 //
 // A stats listener answers each connection with one JSON line (Stats), so the bench can
-// measure the share of each request spent waiting for munged.
+// measure the share of each request spent in authentication.
 package limitsrv
 
 import (
@@ -34,7 +40,12 @@ type Mode string
 const (
 	ModeNoAuth Mode = "noauth"
 	ModeMunge  Mode = "munge"
+	ModeSlurm  Mode = "slurm"
 )
+
+// replyUnsigned is the oldest release whose replies carry no auth block (SLURM_NO_AUTH_CRED
+// on every response: 24.11's slurm_send_node_msg).
+const replyUnsigned = slurmproto.Version2411
 
 // Named limits.
 const (
@@ -47,10 +58,24 @@ type Stats struct {
 	Requests   int64 `json:"requests"`    // replies written
 	Failures   int64 `json:"failures"`    // requests dropped (bad frame, munge error)
 	HandleNS   int64 `json:"handle_ns"`   // from complete request frame to reply written
-	DecodeNS   int64 `json:"decode_ns"`   // inside munged decode (ModeMunge)
-	EncodeNS   int64 `json:"encode_ns"`   // inside munged encode (ModeMunge)
+	DecodeNS   int64 `json:"decode_ns"`   // verifying the request's credential: munged decode, or the token check (ModeSlurm)
+	EncodeNS   int64 `json:"encode_ns"`   // signing the reply: munged encode (ModeMunge at 22.05)
 	OpenConns  int64 `json:"open_conns"`  // connections open now
 	TotalConns int64 `json:"total_conns"` // connections accepted
+}
+
+// Config configures a Server.
+type Config struct {
+	Mode      Mode
+	Addr      string // RPC listen address
+	StatsAddr string // stats listen address; "" for none
+	// Auth makes and checks credentials: munge for ModeMunge, the cluster's authslurm.Auth for
+	// ModeSlurm. In ModeNoAuth at 22.05 it signs the canned reply once, at start; ModeNoAuth at
+	// 24.11 needs none.
+	Auth auth.Authenticator
+	// Version is the header version of the canned reply (ModeNoAuth); the others answer in
+	// the request's. 0 means 22.05.
+	Version uint16
 }
 
 // Server is a running limit server. Its methods are safe for concurrent use.
@@ -68,27 +93,42 @@ type Server struct {
 	closing atomic.Bool
 }
 
-// New starts a server in mode on addr (and a stats listener on statsAddr, if not empty). a
-// makes and checks credentials; in ModeNoAuth it is used once, at start, for the canned
-// reply's credential.
-func New(ctx context.Context, mode Mode, addr, statsAddr string, a auth.Authenticator) (*Server, error) {
+// New starts a server as cfg says.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	mode, a, version := cfg.Mode, cfg.Auth, cfg.Version
+	if version == 0 {
+		version = slurmproto.Version2205
+	}
 	s := &Server{mode: mode, auth: a}
 	switch mode {
 	case ModeNoAuth:
-		body, err := slurmproto.EncodeBody(slurmproto.Version2205, slurmproto.PingSlurmdResponse{})
+		body, err := slurmproto.EncodeBody(version, slurmproto.PingSlurmdResponse{})
 		if err != nil {
 			return nil, err
 		}
-		payload := auth.Payload(slurmproto.Version2205, uint16(slurmproto.ResponsePingSlurmd), body, auth.HashK12)
-		cred, err := a.Encode(ctx, payload, auth.UIDAny)
-		if err != nil {
-			return nil, fmt.Errorf("limitsrv: credential of the canned reply: %w", err)
+		cred := ""
+		if version < replyUnsigned {
+			if a == nil {
+				return nil, fmt.Errorf("limitsrv: a %s reply is signed: no authenticator", slurmproto.ReleaseName(version))
+			}
+			payload := auth.Payload(version, uint16(slurmproto.ResponsePingSlurmd), body, auth.HashK12)
+			if cred, err = a.Encode(ctx, payload, auth.UIDAny); err != nil {
+				return nil, fmt.Errorf("limitsrv: credential of the canned reply: %w", err)
+			}
 		}
-		s.canned = reply(slurmproto.Version2205, cred, body)
-	case ModeMunge:
+		s.canned = reply(version, pluginOf(a), cred, body)
+	case ModeMunge, ModeSlurm:
+		want := auth.PluginMunge
+		if mode == ModeSlurm {
+			want = auth.PluginSlurm
+		}
+		if a == nil || a.PluginID() != want {
+			return nil, fmt.Errorf("limitsrv: mode %s needs an authenticator of auth plugin %d", mode, want)
+		}
 	default:
-		return nil, fmt.Errorf("limitsrv: mode %q: want %q or %q", mode, ModeNoAuth, ModeMunge)
+		return nil, fmt.Errorf("limitsrv: mode %q: want %q, %q or %q", mode, ModeNoAuth, ModeMunge, ModeSlurm)
 	}
+	addr, statsAddr := cfg.Addr, cfg.StatsAddr
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("limitsrv: %w", err)
@@ -174,8 +214,8 @@ func (s *Server) handle(c net.Conn) {
 	}
 	t0 := time.Now()
 	out := s.canned
-	if s.mode == ModeMunge {
-		out, err = s.mungeReply(frame)
+	if s.mode != ModeNoAuth {
+		out, err = s.authReply(frame)
 		if err != nil {
 			s.failures.Add(1)
 			return
@@ -196,12 +236,16 @@ func isIdleClose(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// mungeReply is slurmd's REQUEST_PING path reduced to its munge work: verify the request's
-// credential and body hash, then sign the reply for the requester's uid.
-func (s *Server) mungeReply(frame []byte) ([]byte, error) {
+// authReply is slurmd's REQUEST_PING path reduced to its authentication work: verify the
+// request's credential and body hash, then sign the reply for the requester's uid (22.05;
+// from 24.11 on replies go without credential).
+func (s *Server) authReply(frame []byte) ([]byte, error) {
 	m, err := slurmproto.DecodeMessage(frame)
 	if err != nil {
 		return nil, err
+	}
+	if m.Auth.PluginID != s.auth.PluginID() {
+		return nil, fmt.Errorf("limitsrv: request auth plugin %d, want %d", m.Auth.PluginID, s.auth.PluginID())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), connTimeout)
 	defer cancel()
@@ -218,6 +262,9 @@ func (s *Server) mungeReply(frame []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Header.Version >= replyUnsigned {
+		return reply(m.Header.Version, s.auth.PluginID(), "", body), nil
+	}
 	payload := auth.Payload(m.Header.Version, uint16(slurmproto.ResponsePingSlurmd), body, auth.HashK12)
 	t1 := time.Now()
 	rcred, err := s.auth.Encode(ctx, payload, cred.UID)
@@ -225,12 +272,25 @@ func (s *Server) mungeReply(frame []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reply(m.Header.Version, rcred, body), nil
+	return reply(m.Header.Version, s.auth.PluginID(), rcred, body), nil
 }
 
-func reply(version uint16, cred string, body []byte) []byte {
+// reply is a RESPONSE_PING_SLURMD frame: signed with cred below 24.11, without an auth block
+// (SLURM_NO_AUTH_CRED) from 24.11 on.
+func reply(version uint16, plugin uint32, cred string, body []byte) []byte {
 	h := slurmproto.Header{Version: version, MsgType: slurmproto.ResponsePingSlurmd}
-	return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, body)
+	if version >= replyUnsigned {
+		h.Flags |= slurmproto.FlagNoAuthCred
+	}
+	return slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: plugin, Cred: cred}, body)
+}
+
+// pluginOf is a's plugin id (munge without one).
+func pluginOf(a auth.Authenticator) uint32 {
+	if a == nil {
+		return slurmproto.AuthPluginMunge
+	}
+	return a.PluginID()
 }
 
 func (s *Server) serveStats() {

@@ -272,3 +272,14 @@ func MachineCPU() (Machine, error) {
 	busy := v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
 	return Machine{Busy: tick(busy), IRQ: tick(v[5] + v[6]), Total: tick(busy + v[3] + v[4])}, nil
 }
+
+// LoadAvg1 is the machine's 1-minute load average from /proc/loadavg (0 if unreadable).
+func LoadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	_, _ = fmt.Sscanf(string(b), "%f", &l)
+	return l
+}

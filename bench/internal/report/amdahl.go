@@ -14,7 +14,8 @@ type Amdahl struct {
 	Target string
 	// IOWait is the share of one request's time spent waiting for munged, measured at 1 VU:
 	// munged's serial decode + encode time (munge-rate, concurrency 1) over the target's mean
-	// latency at 1 VU.
+	// latency at 1 VU. Under auth/slurm it is 0: tokens are checked in-process, no request
+	// waits on another process for its authentication.
 	IOWait float64
 	// P is the parallel fraction fitted (least squares on log speedup) to the measured
 	// speedups.
@@ -39,14 +40,22 @@ func model(p, w float64, n int) float64 {
 // FitAmdahl fits the model for target (nil if the runs it needs are missing).
 func FitAmdahl(r *results.Results, target string) *Amdahl {
 	one := r.ClosedFor(target, ping, 1)
-	if one == nil || one.Stats.Throughput <= 0 || r.Munge == nil {
+	if one == nil || one.Stats.Throughput <= 0 || one.Stats.Latency.MeanMs <= 0 {
 		return nil
 	}
-	d, e := results.Serial(r.Munge.Decode), results.Serial(r.Munge.Encode)
-	if d.MeanMs <= 0 || e.MeanMs <= 0 || one.Stats.Latency.MeanMs <= 0 {
+	a := &Amdahl{Target: target}
+	switch {
+	case !r.StackOf().UsesMunged():
+		a.IOWait = 0
+	case r.Munge != nil:
+		d, e := results.Serial(r.Munge.Decode), results.Serial(r.Munge.Encode)
+		if d.MeanMs <= 0 || e.MeanMs <= 0 {
+			return nil
+		}
+		a.IOWait = math.Min(1, (d.MeanMs+e.MeanMs)/one.Stats.Latency.MeanMs)
+	default:
 		return nil
 	}
-	a := &Amdahl{Target: target, IOWait: math.Min(1, (d.MeanMs+e.MeanMs)/one.Stats.Latency.MeanMs)}
 	for _, v := range r.Config.VUs {
 		c := r.ClosedFor(target, ping, v)
 		if c == nil || c.Stats.Throughput <= 0 {
@@ -78,10 +87,17 @@ func FitAmdahl(r *results.Results, target string) *Amdahl {
 func amdahlSection(r *results.Results, _ string) string {
 	var b strings.Builder
 	b.WriteString("S(N) = 1 / ((1 − P) + P/N + IO_wait), with N the number of concurrent requests (VUs), normalised to S(1) = 1 " +
-		"(as published the formula gives 1/(1 + IO_wait) at N = 1). **IO_wait is measured**: munged's serial decode + encode time " +
-		"(munge-rate at concurrency 1) over the target's mean ping latency at 1 VU. **P is fitted** (least squares on log S) to the measured speedups X(N)/X(1). " +
+		"(as published the formula gives 1/(1 + IO_wait) at N = 1). ")
+	if r.StackOf().UsesMunged() {
+		b.WriteString("**IO_wait is measured**: munged's serial decode + encode time " +
+			"(munge-rate at concurrency 1) over the target's mean ping latency at 1 VU. ")
+	} else {
+		b.WriteString("**IO_wait is 0** under auth/slurm, by construction rather than by measurement: the token is verified in the daemon's own process " +
+			"(token-rate), so no request waits on another process to be authenticated, and the model is Amdahl's law. ")
+	}
+	b.WriteString("**P is fitted** (least squares on log S) to the measured speedups X(N)/X(1). " +
 		"The *modelled* column and the asymptote are the model; everything else is measured.\n\n")
-	for _, name := range []string{results.TargetGo, results.TargetStock, results.TargetLimitMunge} {
+	for _, name := range []string{results.TargetGo, results.TargetStock, r.AuthLimit()} {
 		a := FitAmdahl(r, name)
 		if a == nil {
 			continue
@@ -90,8 +106,16 @@ func amdahlSection(r *results.Results, _ string) string {
 		for _, p := range a.Points {
 			t.add(thousands(p.N), fmt.Sprintf("%.2f", p.Measured), fmt.Sprintf("%.2f", p.Modelled))
 		}
-		fmt.Fprintf(&b, "**%s**: IO_wait = %.2f (measured), P = %.4f (fitted); modelled S(∞) = %.2f, i.e. %.0f RPC/s.\n\n%s\n",
-			name, a.IOWait, a.P, a.Asymptote, a.AsymptoteRate, t.String())
+		how := "measured"
+		if !r.StackOf().UsesMunged() {
+			how = "auth/slurm: no wait"
+		}
+		fmt.Fprintf(&b, "**%s**: IO_wait = %.2f (%s), P = %.4f (fitted); modelled S(∞) = %.2f, i.e. %.0f RPC/s.\n\n%s\n",
+			name, a.IOWait, how, a.P, a.Asymptote, a.AsymptoteRate, t.String())
+	}
+	if lm := r.ClosedFor(results.TargetLimitSlurm, ping, 1); lm != nil && lm.Limit != nil && lm.Limit.HandleNS > 0 {
+		fmt.Fprintf(&b, "Cross-check, measured inside the auth/slurm-bound limit server at 1 VU: %.0f %% of its request handling time is spent verifying the token (%.1f µs per request, CPU in its own process, not a wait).\n",
+			100*float64(lm.Limit.DecodeNS)/float64(lm.Limit.HandleNS), float64(lm.Limit.DecodeNS)/float64(max(lm.Limit.Requests, 1))/1e3)
 	}
 	if lm := r.ClosedFor(results.TargetLimitMunge, ping, 1); lm != nil && lm.Limit != nil && lm.Limit.HandleNS > 0 {
 		fmt.Fprintf(&b, "Cross-check, measured inside the munge-bound limit server at 1 VU: %.0f %% of its request handling time is spent in munged (decode %.3f ms + encode %.3f ms per request).\n",

@@ -16,8 +16,12 @@ func Check(r *results.Results) []string {
 			p = append(p, fmt.Sprintf("scenario %s failed: %s", s.Name, s.Note))
 		}
 	}
-	if r.Munge == nil || len(r.Munge.Decode) == 0 || results.Best(r.Munge.Decode).Rate <= 0 {
-		p = append(p, "munge-rate: no munged decode rate")
+	if r.StackOf().UsesMunged() {
+		if r.Munge == nil || len(r.Munge.Decode) == 0 || results.Best(r.Munge.Decode).Rate <= 0 {
+			p = append(p, "munge-rate: no munged decode rate")
+		}
+	} else if r.Tokens == nil || len(r.Tokens.Decode) == 0 || results.Best(r.Tokens.Decode).Rate <= 0 {
+		p = append(p, "token-rate: no auth/slurm token verify rate")
 	}
 	for _, t := range r.Targets {
 		for _, when := range []string{"start", "after-load"} {

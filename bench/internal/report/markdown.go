@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
 	"github.com/tiee-hpc/tiee/bench/internal/procstat"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
@@ -37,19 +38,24 @@ var Sections = []Section{
 	{"scenarios", "Scenarios", scenariosSection},
 }
 
-// provenance is the line every generated fragment starts with.
+// provenance is the line every generated fragment starts with: the stack (release, stock
+// slurmd, auth type), the run, whether it was taken under load, the machine.
 func provenance(r *results.Results, src string) string {
 	m := r.Machine
-	return fmt.Sprintf("_Measured (profile %s, %s) on %s, %d cores, %.1f GiB, %s; %s, %s. Generated from `%s` by `bench/cmd/benchreport`: do not edit by hand._",
-		r.Profile, r.Started, m.CPUModel, m.Cores, float64(m.MemoryMiB)/1024, m.Kernel, m.SlurmVersion, m.GoVersion, src)
+	load := ""
+	if l := loadLabel(r); l != "" {
+		load = "; " + l
+	}
+	return fmt.Sprintf("_**%s.** Measured (profile %s, %s%s) on %s, %d cores, %.1f GiB, %s; %s. Generated from `%s` by `bench/cmd/benchreport`: do not edit by hand._",
+		stackLabel(r), r.Profile, r.Started, load, m.CPUModel, m.Cores, float64(m.MemoryMiB)/1024, m.Kernel, m.GoVersion, src)
 }
 
 // Markdown is results.md: every section, with the plots in dir.
 func Markdown(r *results.Results, src string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# TiEE bench results (%s)\n\n%s\n\n", r.Profile, provenance(r, src))
+	fmt.Fprintf(&b, "# TiEE bench results (%s; %s)\n\n%s\n\n", r.Profile, r.StackOf().Label(), provenance(r, src))
 	b.WriteString("Every figure below is **measured** unless its row says *modelled*. Ratios are slurmd-go over the reference in the same run.\n\n")
-	for _, s := range Sections {
+	for _, s := range SectionsFor(r) {
 		fmt.Fprintf(&b, "## %s\n\n%s\n", s.Title, s.Body(r, ""))
 	}
 	if len(r.Notes) > 0 {
@@ -172,11 +178,27 @@ func machineSection(r *results.Results, _ string) string {
 	t.add("Memory", fmt.Sprintf("%.1f GiB", float64(m.MemoryMiB)/1024))
 	t.add("Kernel", m.Kernel)
 	t.add("Go", m.GoVersion)
-	t.add("Slurm (stock slurmd, slurmctld)", m.SlurmVersion)
-	t.add("munge", fmt.Sprintf("%s, private munged with %d threads", m.MungeVersion, mungedThreads(r)))
+	st := r.StackOf()
+	where := "the host's Debian packages"
+	if r.Stack.Chroot != "" {
+		where = fmt.Sprintf("Debian's packages in the chroot %s (daemons and client commands run there, each in a private mount namespace)", r.Stack.Chroot)
+	}
+	t.add("Slurm (stock slurmd, slurmctld, clients)", fmt.Sprintf("%s, %s; requests at protocol %s", orDash(stockVersion(r)), where, protocolOf(r)))
+	if st.UsesMunged() {
+		t.add("Authentication", fmt.Sprintf("auth/munge, cred/munge: %s, private munged with %d threads", m.MungeVersion, mungedThreads(r)))
+	} else {
+		t.add("Authentication", fmt.Sprintf("auth/slurm, cred/slurm: HS256 tokens keyed with a fresh random %d-byte slurm.key beside slurm.conf; no munged; every reply without an auth block", max(r.Stack.KeyBytes, 1)))
+	}
 	t.add("slurmd-go revision", m.SlurmdGoRev)
 	t.add("Date, wall time", fmt.Sprintf("%s, %.0f s", r.Started, r.WallSeconds))
-	t.add("Load average before", m.LoadAvgBefore)
+	load := "quiet"
+	if l := r.StartLoad(); !l.Quiet {
+		load = fmt.Sprintf("**under load**: quiet is a 1-minute average below %.1f", l.QuietBelow)
+	}
+	if l := loadLabel(r); l != "" && r.StartLoad().Quiet {
+		load = "quiet at the start; " + l
+	}
+	t.add("Load average before", m.LoadAvgBefore+" ("+load+")")
 	t.add("RLIMIT_NOFILE (client and daemons)", fmt.Sprintf("%d", m.NofileLimit))
 	var sys []string
 	for k, v := range m.Sysctl {
@@ -187,16 +209,32 @@ func machineSection(r *results.Results, _ string) string {
 	t.add("Closed loop", fmt.Sprintf("VUs %v, %.1f s warm-up + %.1f s measured per run; RPC timeout %.0f s", c.VUs, c.WarmupS, c.DurationS, c.RPCTimeoutS))
 	t.add("Holds", fmt.Sprintf("%v idle connections, ping probes at %.0f/s for %.1f s", c.Holds, c.HoldProbeRate, c.HoldProbeS))
 	t.add("Open loop", fmt.Sprintf("%.0f %% of stock's best closed-loop ping rate, %d held, %.1f s", 100*c.OpenRateFraction, c.OpenHeld, c.OpenDurationS))
-	t.add("slurm.conf", fmt.Sprintf("MessageTimeout=%.0f, SlurmdDebug=%s for both daemons; AuthType=auth/munge", c.MessageTimeoutS, c.SlurmdDebug))
-	t.add("Client", fmt.Sprintf("Go, connection per RPC, loopback source addresses: %d; a fresh munge credential per RPC (made before the timed phase), reply credentials not sent to munged; /proc sampled every %.0f ms", c.SourceAddrs, c.SampleIntervalMS))
+	t.add("slurm.conf", fmt.Sprintf("MessageTimeout=%.0f, SlurmdDebug=%s for both daemons; AuthType=auth/%s", c.MessageTimeoutS, c.SlurmdDebug, st.Auth))
+	creds := "a fresh munge credential per RPC (made before the timed phase), reply credentials not sent to munged"
+	if !st.UsesMunged() {
+		creds = "a fresh auth/slurm token per RPC (HS256 with the cluster's key, made by the client as it sends the request: its cost is in the client's CPU), replies carry none"
+	}
+	t.add("Client", fmt.Sprintf("Go, connection per RPC, loopback source addresses: %d; %s; /proc sampled every %.0f ms", c.SourceAddrs, creds, c.SampleIntervalMS))
 	var b strings.Builder
 	b.WriteString(t.String())
 	b.WriteString("\nTargets, all on this machine in the same run (one slurmctld; the three daemons are nodes of one cluster):\n\n")
 	for _, tg := range r.Targets {
 		fmt.Fprintf(&b, "- **%s**: %s\n", tg.Name, tg.Desc)
 	}
-	b.WriteString("\nThe load generator, munged and the daemon under test share the same cores: every throughput here is the throughput of the whole machine doing connection-per-RPC Slurm traffic, not of the daemon alone (see *Where the CPU goes*).\n")
+	peers := "The load generator, munged and the daemon under test"
+	if !st.UsesMunged() {
+		peers = "The load generator (which also makes the tokens) and the daemon under test"
+	}
+	b.WriteString("\n" + peers + " share the same cores: every throughput here is the throughput of the whole machine doing connection-per-RPC Slurm traffic, not of the daemon alone (see *Where the CPU goes*).\n")
 	return b.String()
+}
+
+// protocolOf is the run's header version ("0x2600" for runs older than the field).
+func protocolOf(r *results.Results) string {
+	if r.Stack.Protocol != "" {
+		return r.Stack.Protocol
+	}
+	return fmt.Sprintf("0x%04X", r.StackOf().Protocol())
 }
 
 func orDash(s string) string {
@@ -234,7 +272,8 @@ func targetsSection(r *results.Results, _ string) string {
 func pingSection(r *results.Results, plots string) string {
 	var b strings.Builder
 	names := r.TargetNames()
-	t := table{head: append(append([]string{"VUs"}, names...), "slurmd-go / stock", "slurmd-go / limit-munge", "slurmd-go-net / stock")}
+	lim := r.AuthLimit()
+	t := table{head: append(append([]string{"VUs"}, names...), "slurmd-go / stock", "slurmd-go / "+lim, "slurmd-go-net / stock")}
 	l := table{head: append([]string{"VUs"}, names...)}
 	for _, v := range r.Config.VUs {
 		row := []string{thousands(v)}
@@ -249,7 +288,7 @@ func pingSection(r *results.Results, plots string) string {
 			lrow = append(lrow, msf(c.Stats.Latency.P50Ms)+" / "+msf(c.Stats.Latency.P99Ms))
 		}
 		row = append(row, ratioOf(r, ping, v, results.TargetGo, results.TargetStock),
-			ratioOf(r, ping, v, results.TargetGo, results.TargetLimitMunge),
+			ratioOf(r, ping, v, results.TargetGo, lim),
 			ratioOf(r, ping, v, results.TargetGoNet, results.TargetStock))
 		t.add(row...)
 		l.add(lrow...)
@@ -441,6 +480,56 @@ func mungeSection(r *results.Results, plots string) string {
 	return b.String()
 }
 
+func tokensSection(r *results.Results, plots string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "munge-rate and the munge-bound limit server are not applicable here: %s has no munged. ", r.StackOf().Label())
+	tr := r.Tokens
+	if tr == nil {
+		b.WriteString("The token rates were not measured in this run.\n")
+		return b.String()
+	}
+	t := table{head: []string{"concurrent callers", "make /s", "make mean µs", "make µs CPU", "verify /s", "verify mean µs", "verify µs CPU"}}
+	for i := range tr.Encode {
+		e := tr.Encode[i]
+		d := results.RatePoint{}
+		if i < len(tr.Decode) {
+			d = tr.Decode[i]
+		}
+		t.add(thousands(e.Concurrency), rate(e.Rate), fmt.Sprintf("%.1f", 1000*e.MeanMs), fmt.Sprintf("%.1f", e.CallerCPUUS),
+			rate(d.Rate), fmt.Sprintf("%.1f", 1000*d.MeanMs), fmt.Sprintf("%.1f", d.CallerCPUUS))
+	}
+	fmt.Fprintf(&b, "Instead, what auth/slurm costs: REQUEST_PING tokens (%d bytes) made and verified by slurmd-go's authslurm package (HS256 keyed with the cluster's slurm.key: signature, expiry, ruid, context), in the bench process, %s of each per concurrency level (CPU per call from /proc, 10 ms ticks):\n\n",
+		tr.TokenBytes, thousands(opsOf(tr.Decode)))
+	b.WriteString(t.String())
+	fmt.Fprintf(&b, "\n*Modelled* from these measured rates: a daemon that verifies one token per RPC (a 24.11 reply carries no credential) is held to **%.0f RPC/s** by that work alone, on both cores, with nothing else running.", tr.CredCeiling())
+	if lm := r.BestClosed(results.TargetLimitSlurm, ping); lm != nil {
+		fmt.Fprintf(&b, " The auth/slurm-bound limit server, which verifies the token and the body hash and answers, with the load generator beside it, reached **%.0f RPC/s** (%s VUs, measured)", lm.Stats.Throughput, thousands(lm.VUs))
+		if lm.Limit != nil && lm.Limit.HandleNS > 0 && lm.Limit.Requests > 0 {
+			fmt.Fprintf(&b, "; verifying took %.0f %% of its request handling (%.1f µs per request)",
+				100*float64(lm.Limit.DecodeNS)/float64(lm.Limit.HandleNS), float64(lm.Limit.DecodeNS)/float64(lm.Limit.Requests)/1e3)
+		}
+		b.WriteString(".")
+	}
+	if ln := r.BestClosed(results.TargetLimitNone, ping); ln != nil {
+		fmt.Fprintf(&b, " With no authentication at all, the same client and connection-per-RPC server reach **%.0f RPC/s** (%s VUs, measured).", ln.Stats.Throughput, thousands(ln.VUs))
+	}
+	b.WriteString("\n\n")
+	if r.Creds.Minted > 0 {
+		fmt.Fprintf(&b, "The client minted %s tokens, one per request, as it sent them (tokens cost microseconds and auth/slurm keeps no replay cache, so none is made in advance; a token lives 60 s).\n\n",
+			thousands64(r.Creds.Minted))
+	}
+	b.WriteString(img(plots, "token_rate.png", "auth/slurm token make and verify rate against concurrency"))
+	return b.String()
+}
+
+// opsOf is the operations per level of points (the first level's).
+func opsOf(points []results.RatePoint) int {
+	if len(points) == 0 {
+		return 0
+	}
+	return points[0].Ops
+}
+
 func cpuSection(r *results.Results, _ string) string {
 	var b strings.Builder
 	names := r.TargetNames()
@@ -460,8 +549,14 @@ func cpuSection(r *results.Results, _ string) string {
 	b.WriteString("Daemon CPU per successful REQUEST_PING, µs (from /proc during the measured window; for the limit servers, their own CPU):\n\n")
 	b.WriteString(pt.String())
 	top := maxInt(r.Config.VUs)
-	t := table{head: []string{"target", "RPC/s", "daemon µs / RPC", "munged µs / RPC", "client µs / RPC",
-		"daemon %", "munged %", "client %", "kernel irq+softirq %", "other processes %", "idle %"}}
+	munged := r.StackOf().UsesMunged()
+	head := []string{"target", "RPC/s", "daemon µs / RPC", "munged µs / RPC", "client µs / RPC",
+		"daemon %", "munged %", "client %", "kernel irq+softirq %", "other processes %", "idle %"}
+	if !munged { // auth/slurm: nothing runs beside the daemon to authenticate
+		head = []string{"target", "RPC/s", "daemon µs / RPC", "client µs / RPC",
+			"daemon %", "client %", "kernel irq+softirq %", "other processes %", "idle %"}
+	}
+	t := table{head: head}
 	for _, n := range names {
 		c := r.ClosedFor(n, ping, top)
 		if c == nil || c.Stats.OK == 0 || c.CPU.Total <= 0 {
@@ -469,6 +564,11 @@ func cpuSection(r *results.Results, _ string) string {
 		}
 		per := func(s float64) string { return fmt.Sprintf("%.0f", s/float64(c.Stats.OK)*1e6) }
 		share := func(s float64) string { return fmt.Sprintf("%.0f", 100*s/c.CPU.Total) }
+		if !munged {
+			t.add(n, rate(c.Stats.Throughput), per(c.CPU.Daemon), per(c.CPU.Client),
+				share(c.CPU.Daemon), share(c.CPU.Client), share(c.CPU.IRQ), share(c.CPU.Others()), share(c.CPU.Total-c.CPU.Busy))
+			continue
+		}
 		t.add(n, rate(c.Stats.Throughput), per(c.CPU.Daemon), per(c.CPU.Munged), per(c.CPU.Client),
 			share(c.CPU.Daemon), share(c.CPU.Munged), share(c.CPU.Client), share(c.CPU.IRQ), share(c.CPU.Others()), share(c.CPU.Total-c.CPU.Busy))
 	}
@@ -582,7 +682,7 @@ func publishedSection(r *results.Results, _ string) string {
 	if best != nil {
 		row = fmt.Sprintf("*measured*: the best node daemon reached %.0f RPC/s (%s, %s VUs)", best.Stats.Throughput, best.Target, thousands(best.VUs))
 		if ln := r.BestClosed(results.TargetLimitNone, ping); ln != nil {
-			row += fmt.Sprintf("; the machine's connection-per-RPC ceiling without munge was %.0f RPC/s", ln.Stats.Throughput)
+			row += fmt.Sprintf("; the machine's connection-per-RPC ceiling without %s was %.0f RPC/s", authName(r), ln.Stats.Throughput)
 		}
 		if r.Munge != nil {
 			lo, hi := 0.0, 0.0
@@ -598,6 +698,18 @@ func publishedSection(r *results.Results, _ string) string {
 			if lo > 0 {
 				row += fmt.Sprintf(". *Modelled* from munged's measured %.0f–%.0f µs of CPU per call: 200,000 RPC/s means 400,000 munge calls/s, %.0f–%.0f cores for munged alone",
 					lo, hi, 400000*lo/1e6, 400000*hi/1e6)
+			}
+		}
+		if r.Tokens != nil {
+			lo := 0.0
+			for _, p := range r.Tokens.Decode {
+				if p.CallerCPUUS > 0 && (lo == 0 || p.CallerCPUUS < lo) {
+					lo = p.CallerCPUUS
+				}
+			}
+			if lo > 0 {
+				row += fmt.Sprintf(". *Modelled* from the measured %.1f µs of CPU per token verify: 200,000 RPC/s means %.1f cores for the daemon's token checks alone (24.11 signs no reply)",
+					lo, 200000*lo/1e6)
 			}
 		}
 	}
@@ -616,7 +728,11 @@ func publishedSection(r *results.Results, _ string) string {
 			}
 		}
 		if hi > 0 {
-			row += fmt.Sprintf("; the stock slurmd %.1f–%.1f KiB of RSS per accepted connection (its threads' stacks are reserved address space; only the pages they touch are resident), and it accepts at most 256", lo, hi)
+			limit := "it accepts at most 256"
+			if r.StackOf().Release != launch.Release2205 {
+				limit = "it serves at most 256 at a time (its conmgr accepts the rest and retries them with back-off)"
+			}
+			row += fmt.Sprintf("; the stock slurmd %.1f–%.1f KiB of RSS per accepted connection (its threads' stacks are reserved address space; only the pages they touch are resident), and %s", lo, hi, limit)
 		}
 	}
 	t.add("2 MB → < 3 KB memory per connection", "published (not ours)", row)

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
 
@@ -17,8 +18,13 @@ const (
 	plotH = 5 * vg.Inch
 )
 
+// subtitle labels every plot with the run's stack, machine and date (and load, when not quiet).
 func subtitle(r *results.Results) string {
-	return fmt.Sprintf("measured, %s, %d cores, %s", r.Machine.CPUModel, r.Machine.Cores, r.Started[:10])
+	s := fmt.Sprintf("%s; measured, %s, %d cores, %s", r.StackOf().Label(), r.Machine.CPUModel, r.Machine.Cores, dateOf(r))
+	if underLoad(r) {
+		s += ", under load"
+	}
+	return s
 }
 
 func newPlot(title, x, y string) *plot.Plot {
@@ -53,7 +59,7 @@ func addLine(p *plot.Plot, i int, name string, xys plotter.XYs, dashed bool) err
 
 // Plots writes the PNGs into dir.
 func Plots(r *results.Results, dir string) error {
-	for _, f := range []func(*results.Results, string) error{plotThroughput, plotLatency, plotMemory, plotMunge} {
+	for _, f := range []func(*results.Results, string) error{plotThroughput, plotLatency, plotMemory, plotAuth} {
 		if err := f(r, dir); err != nil {
 			return fmt.Errorf("report: plot: %w", err)
 		}
@@ -126,6 +132,9 @@ func plotMemory(r *results.Results, dir string) error {
 		name := n
 		if n == results.TargetStock {
 			name = "stock (accepts at most 256; the rest wait in the kernel's queue)"
+			if r.StackOf().Release != launch.Release2205 {
+				name = "stock (serves at most 256 at a time; its conmgr holds the rest)"
+			}
 		}
 		if err := addLine(p, i, name, xys, false); err != nil {
 			return err
@@ -138,28 +147,39 @@ func plotMemory(r *results.Results, dir string) error {
 	return p.Save(plotW, plotH, filepath.Join(dir, "memory_vs_conns.png"))
 }
 
-func plotMunge(r *results.Results, dir string) error {
-	p := newPlot("munged encode / decode rate ("+subtitle(r)+")", "concurrent munge callers (log)", "credentials/s")
+// plotAuth plots what authentication costs: munged's encode and decode rates, or (auth/slurm)
+// the in-process token make and verify rates, against concurrency.
+func plotAuth(r *results.Results, dir string) error {
+	file, title, x, y, an, bn := "munge_rate.png", "munged encode / decode rate", "concurrent munge callers (log)", "credentials/s", "encode", "decode"
+	var a, b []results.RatePoint
+	switch {
+	case !r.StackOf().UsesMunged():
+		file, title, x, y, an, bn = "token_rate.png", "auth/slurm token make / verify rate (in-process)", "concurrent callers (log)", "tokens/s", "make", "verify"
+		if r.Tokens != nil {
+			a, b = r.Tokens.Encode, r.Tokens.Decode
+		}
+	case r.Munge != nil:
+		a, b = r.Munge.Encode, r.Munge.Decode
+	}
+	p := newPlot(title+" ("+subtitle(r)+")", x, y)
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	if r.Munge != nil {
-		for i, s := range []struct {
-			name string
-			pts  []results.RatePoint
-		}{{"encode", r.Munge.Encode}, {"decode", r.Munge.Decode}} {
-			var xys plotter.XYs
-			for _, pt := range s.pts {
-				xys = append(xys, plotter.XY{X: float64(pt.Concurrency), Y: pt.Rate})
-			}
-			if err := addLine(p, i, s.name, xys, false); err != nil {
-				return err
-			}
+	for i, s := range []struct {
+		name string
+		pts  []results.RatePoint
+	}{{an, a}, {bn, b}} {
+		var xys plotter.XYs
+		for _, pt := range s.pts {
+			xys = append(xys, plotter.XY{X: float64(pt.Concurrency), Y: pt.Rate})
+		}
+		if err := addLine(p, i, s.name, xys, false); err != nil {
+			return err
 		}
 	}
 	p.Y.Min = 0
 	headroom(p, false)
 	logRange(&p.X)
-	return p.Save(plotW, plotH, filepath.Join(dir, "munge_rate.png"))
+	return p.Save(plotW, plotH, filepath.Join(dir, file))
 }
 
 // logRange gives a log axis without data (a run of `-only` some scenarios) a valid empty

@@ -43,7 +43,7 @@ func synthetic() *results.Results {
 			r.Closed = append(r.Closed, results.ClosedRun{Target: n, Msg: ping, VUs: v,
 				Stats: flood.Stats{Window: 1, OK: ok, Throughput: x,
 					Latency: flood.Latency{Count: ok, MeanMs: 1000 * float64(v) / x, P50Ms: 1000 * float64(v) / x, P99Ms: 3000 * float64(v) / x}},
-				CPU: results.CPU{Daemon: 0.5, Munged: 0.3, Client: 0.4, Busy: 1.5, Total: 2}})
+				CPU: results.CPU{Daemon: 0.5, Munged: 0.3, Client: 0.4, Busy: 1.2, Total: 2}})
 		}
 		if kind == results.KindDaemon {
 			r.Closed = append(r.Closed, results.ClosedRun{Target: n, Msg: status, VUs: 1,
@@ -317,6 +317,176 @@ func TestRender_PartialRun(t *testing.T) {
 	for _, f := range []string{"throughput_vs_vus.png", "latency_vs_vus.png", "munge_rate.png"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// syntheticSlurm is synthetic() as a 24.11/auth-slurm run: limit-slurm instead of
+// limit-munge, token rates instead of munged's.
+func syntheticSlurm() *results.Results {
+	r := synthetic()
+	r.Stack = results.Stack{Release: "24.11", Auth: "slurm", Protocol: "0x2A00", Stock: "slurm-wlm 24.11.5", Chroot: "/var/lib/tiee/chroots/24.11", KeyBytes: 1024}
+	r.Munge = nil
+	r.Tokens = &results.TokenRates{TokenBytes: 332,
+		Encode: []results.RatePoint{{Concurrency: 1, Ops: 100, Rate: 90000, MeanMs: 0.011, CallerCPUUS: 10}},
+		Decode: []results.RatePoint{{Concurrency: 1, Ops: 100, Rate: 50000, MeanMs: 0.02, CallerCPUUS: 18}}}
+	rename := func(s *string) {
+		if *s == results.TargetLimitMunge {
+			*s = results.TargetLimitSlurm
+		}
+	}
+	for i := range r.Targets {
+		rename(&r.Targets[i].Name)
+	}
+	for i := range r.Closed {
+		rename(&r.Closed[i].Target)
+		r.Closed[i].CPU.Munged = 0
+	}
+	for i := range r.Holds {
+		rename(&r.Holds[i].Target)
+	}
+	for i := range r.Idle {
+		rename(&r.Idle[i].Target)
+	}
+	for i := range r.Open {
+		rename(&r.Open[i].Target)
+	}
+	r.Status = append(r.Status, results.ScenarioStatus{Name: "munge-rate", Status: results.StatusNotApplicable, Note: "not applicable: no munged"})
+	return r
+}
+
+func TestCheck_AuthSlurm(t *testing.T) {
+	r := syntheticSlurm()
+	if p := Check(r); len(p) != 0 {
+		t.Fatalf("problems in a complete auth/slurm run (munge-rate not applicable): %v", p)
+	}
+	r.Tokens = nil
+	if p := strings.Join(Check(r), "\n"); !strings.Contains(p, "token-rate: no auth/slurm token verify rate") || strings.Contains(p, "munge-rate") {
+		t.Fatalf("problems %q", p)
+	}
+}
+
+// Every fragment of a 24.11 run names its release, stock slurmd and auth type, and the
+// sections that assumed munged say what auth/slurm costs instead.
+func TestMarkdown_LabelsTheStack(t *testing.T) {
+	r := syntheticSlurm()
+	md := Markdown(r, "x/results.json")
+	for _, want := range []string{
+		"# TiEE bench results (smoke; Slurm 24.11, auth/slurm)",
+		"_**Slurm 24.11 (stock slurm-wlm 24.11.5), auth/slurm.** Measured",
+		"## auth/slurm tokens: what authentication costs",
+		"| VUs | stock | slurmd-go | slurmd-go-net | limit-slurm | limit-noauth | slurmd-go / stock | slurmd-go / limit-slurm |",
+		"throughput ≥ 80 % of the auth/slurm-bound limit server | **met**",
+		"**IO_wait is 0** under auth/slurm",
+		"is held to **50000 RPC/s** by that work alone",
+		"token_rate.png",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"munged µs / RPC", "## munged: the first suspect bottleneck"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("auth/slurm results.md has %q", bad)
+		}
+	}
+	for _, s := range SectionsFor(r) {
+		if f := Fragment(r, s, "x", ""); !strings.HasPrefix(f, "_**Slurm 24.11 (stock slurm-wlm 24.11.5), auth/slurm.**") {
+			t.Errorf("fragment %s starts %q", s.Name, f[:60])
+		}
+	}
+	if !strings.Contains(Markdown(synthetic(), "x"), "_**Slurm 22.05 (stock –), auth/munge.** Measured") {
+		t.Error("a run older than the stack field is labelled 22.05/munge")
+	}
+}
+
+func TestProvenance_UnderLoad(t *testing.T) {
+	r := synthetic()
+	if p := provenance(r, "x"); strings.Contains(p, "under load") {
+		t.Fatalf("quiet run labelled: %s", p)
+	}
+	r.Load = &results.MachineLoad{StartAvg1: 3.2, QuietBelow: 1, Quiet: false}
+	if p := provenance(r, "x"); !strings.Contains(p, "**taken under load**: the 1-minute load average was 3.2") {
+		t.Fatalf("loaded run: %s", p)
+	}
+	r.Load = &results.MachineLoad{StartAvg1: 0.2, QuietBelow: 1, Quiet: true}
+	r.ClosedFor(results.TargetGo, ping, 16).CPU = results.CPU{Daemon: 0.5, Client: 0.4, Busy: 1.7, Total: 2}
+	if p := provenance(r, "x"); !strings.Contains(p, "**taken under load**: other processes took up to 40 % of the cores in a measured window (REQUEST_PING, 16 VUs, slurmd-go") ||
+		strings.Contains(p, "load average") {
+		t.Fatalf("run that started quiet, then shared the machine: %s", p)
+	}
+	r.Load = nil
+	r.Machine.LoadAvgBefore = "2.50 1.00 0.50 1/100 42"
+	if l := r.StartLoad(); l.Quiet || l.StartAvg1 != 2.5 {
+		t.Fatalf("load from the machine line: %+v", l)
+	}
+}
+
+// Rendering one stack refreshes its own blocks and leaves the other stack's and the releases
+// block as they were; a block no run renders is an error.
+func TestRender_StacksKeepTheirBlocks(t *testing.T) {
+	dir := t.TempDir()
+	rfc := filepath.Join(dir, "rfc")
+	if err := os.MkdirAll(rfc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "<!-- BEGIN GENERATED results-ping.md -->\nold 22.05\n<!-- END GENERATED results-ping.md -->\n" +
+		"<!-- BEGIN GENERATED results-24.11-slurm-ping.md -->\nold 24.11\n<!-- END GENERATED results-24.11-slurm-ping.md -->\n" +
+		"<!-- BEGIN GENERATED results-24.11-slurm-tokens.md -->\nold tokens\n<!-- END GENERATED results-24.11-slurm-tokens.md -->\n" +
+		"<!-- BEGIN GENERATED results-releases.md -->\nold releases\n<!-- END GENERATED results-releases.md -->\n"
+	path := filepath.Join(rfc, RFCName)
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skipPlots = true
+	defer func() { skipPlots = false }()
+	read := func() string { b, _ := os.ReadFile(path); return string(b) }
+	if err := Write(syntheticSlurm(), filepath.Join(dir, "latest-24.11-slurm"), rfc); err != nil {
+		t.Fatal(err)
+	}
+	s := read()
+	if !strings.Contains(s, "old 22.05") || strings.Contains(s, "old 24.11") || strings.Contains(s, "old tokens") || !strings.Contains(s, "old releases") ||
+		!strings.Contains(s, "| 16 | 2000 | 4000 | 3000 | 4400 |") {
+		t.Fatalf("after the 24.11 render:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(rfc, "results-24.11-slurm-tokens.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(synthetic(), filepath.Join(dir, "latest"), rfc); err != nil {
+		t.Fatal(err)
+	}
+	if s = read(); strings.Contains(s, "old 22.05") || !strings.Contains(s, "auth/slurm.** Measured") || !strings.Contains(s, "old releases") {
+		t.Fatalf("after the 22.05 render:\n%s", s)
+	}
+	if err := RenderReleases([]*results.Results{synthetic(), syntheticSlurm()}, []string{"a/results.json", "b/results.json"}, rfc); err != nil {
+		t.Fatal(err)
+	}
+	if s = read(); strings.Contains(s, "old releases") || !strings.Contains(s, "`a/results.json`, `b/results.json`") {
+		t.Fatalf("after the releases render:\n%s", s)
+	}
+	for _, name := range []string{"results-25.05-slurm-ping.md", "results-24.11-slurm-nope.md", "results-22.05-munge-ping.md"} {
+		if knownBlock(name) {
+			t.Errorf("%s: known", name)
+		}
+	}
+}
+
+func TestReleases(t *testing.T) {
+	slow := syntheticSlurm()
+	slow.Load = &results.MachineLoad{StartAvg1: 4, QuietBelow: 1}
+	s := Releases([]*results.Results{synthetic(), slow}, []string{"l/results.json", "l-24.11-slurm/results.json"})
+	for _, want := range []string{
+		"| measured | Slurm 22.05 (stock –), auth/munge (profile smoke, 2026-01-02) | Slurm 24.11 (stock slurm-wlm 24.11.5), auth/slurm (profile smoke, 2026-01-02, **under load**) |",
+		"| REQUEST_PING, closed loop, most VUs: slurmd-go vs stock | 4000 vs 2000 RPC/s: **2.00×** (16 VUs) | 4000 vs 2000 RPC/s: **2.00×** (16 VUs) |",
+		"1000 vs 500 RPC/s: **2.00×** (1 VU) |",
+		"| 91 % of limit-munge (4400 RPC/s) | 91 % of limit-slurm (4400 RPC/s) |",
+		"125 vs 250 (+ munged 75 vs 150)",
+		"(no auth service)",
+		"token: verify 20.0 µs, make 11.0 µs serial",
+		"`srun -n1 true`: p50 ms, slurmd-go vs stock | 100.0 vs 200.0: **0.50×** (10 runs)",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("releases block lacks %q:\n%s", want, s)
 		}
 	}
 }

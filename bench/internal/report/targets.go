@@ -53,7 +53,7 @@ func Verdicts(r *results.Results) []Verdict {
 	top := maxInt(r.Config.VUs)
 	g := r.ClosedFor(results.TargetGo, ping, top)
 	s := r.ClosedFor(results.TargetStock, ping, top)
-	lm := r.ClosedFor(results.TargetLimitMunge, ping, top)
+	lm := r.ClosedFor(r.AuthLimit(), ping, top)
 	ln := r.ClosedFor(results.TargetLimitNone, ping, top)
 	vu := fmt.Sprintf("%s VUs of REQUEST_PING, closed loop", thousands(top))
 	if g == nil || s == nil {
@@ -71,8 +71,12 @@ func Verdicts(r *results.Results) []Verdict {
 			if ln != nil {
 				extra = fmt.Sprintf("; no-auth limit %.0f/s", ln.Stats.Throughput)
 			}
-			v = append(v, Verdict{vu + ": throughput ≥ 80 % of the munge-bound limit server",
-				fmt.Sprintf("slurmd-go %.0f/s, munge limit %.0f/s: %s%s", g.Stats.Throughput, lm.Stats.Throughput,
+			bound := "munge"
+			if !r.StackOf().UsesMunged() {
+				bound = "auth/slurm"
+			}
+			v = append(v, Verdict{vu + ": throughput ≥ 80 % of the " + bound + "-bound limit server",
+				fmt.Sprintf("slurmd-go %.0f/s, %s limit %.0f/s: %s%s", g.Stats.Throughput, bound, lm.Stats.Throughput,
 					pct(g.Stats.Throughput, lm.Stats.Throughput), extra),
 				judge(g.Stats.Throughput >= 0.8*lm.Stats.Throughput)})
 		}

@@ -28,22 +28,28 @@ const (
 	TargetStock      = "stock"
 	TargetGo         = "slurmd-go"
 	TargetGoNet      = "slurmd-go-net"
-	TargetLimitMunge = "limit-munge"
+	TargetLimitMunge = "limit-munge" // auth/munge runs
+	TargetLimitSlurm = "limit-slurm" // auth/slurm runs: its equivalent
 	TargetLimitNone  = "limit-noauth"
 )
 
 // Results is one bench run.
 type Results struct {
-	Schema      int            `json:"schema"`
-	Profile     string         `json:"profile"` // "full" or "smoke"
-	Started     string         `json:"started"`
-	Finished    string         `json:"finished"`
-	WallSeconds float64        `json:"wall_s"`
-	Machine     launch.Machine `json:"machine"`
-	Config      Config         `json:"config"`
-	Targets     []Target       `json:"targets"`
+	Schema      int     `json:"schema"`
+	Profile     string  `json:"profile"` // "full" or "smoke"
+	Started     string  `json:"started"`
+	Finished    string  `json:"finished"`
+	WallSeconds float64 `json:"wall_s"`
+	// Stack is the Slurm release and auth type the run measured; runs made before the field
+	// existed were all 22.05 with munge (see StackOf).
+	Stack   Stack          `json:"stack"`
+	Load    *MachineLoad   `json:"load,omitempty"` // nil in runs older than the field: see StartLoad
+	Machine launch.Machine `json:"machine"`
+	Config  Config         `json:"config"`
+	Targets []Target       `json:"targets"`
 
 	Munge  *MungeRates         `json:"munge,omitempty"`
+	Tokens *TokenRates         `json:"tokens,omitempty"` // auth/slurm runs: token-rate
 	Creds  CredStats           `json:"creds"`
 	Idle   []Idle              `json:"idle,omitempty"`
 	Closed []ClosedRun         `json:"closed,omitempty"`
@@ -56,6 +62,57 @@ type Results struct {
 	Extra  map[string]any      `json:"extra,omitempty"` // later scenarios' figures, by scenario name
 	Notes  []string            `json:"notes,omitempty"`
 	Errors map[string][]string `json:"errors,omitempty"` // scenario -> failures that stopped it
+}
+
+// Stack says what a run measured: the release of slurmctld, the stock slurmd and the client
+// commands, the header version every request had, and how RPCs were signed.
+type Stack struct {
+	Release  string `json:"release"`             // "22.05", "24.11"
+	Auth     string `json:"auth"`                // "munge" (auth/munge, cred/munge) or "slurm" (auth/slurm, cred/slurm)
+	Protocol string `json:"protocol"`            // "0x2A00"
+	Stock    string `json:"stock_slurmd"`        // `slurmd -V` of the stock slurmd measured
+	Chroot   string `json:"chroot,omitempty"`    // where the release's binaries ran ("": the host)
+	KeyBytes int    `json:"key_bytes,omitempty"` // auth/slurm: size of the fresh slurm.key
+}
+
+// MachineLoad is how busy the machine was when the run started: the bench measures the machine
+// whole, so a run that shared it with other work says so.
+type MachineLoad struct {
+	StartAvg1  float64 `json:"start_loadavg1"` // 1-minute load average when the measuring began
+	QuietBelow float64 `json:"quiet_below"`    // the threshold the run waited for (-idle-load)
+	WaitedS    float64 `json:"waited_s"`       // how long it waited for the machine to be quiet
+	Quiet      bool    `json:"quiet"`          // StartAvg1 < QuietBelow
+}
+
+// DefaultQuietBelow is the quiet threshold of runs that did not record theirs.
+const DefaultQuietBelow = 1.0
+
+// StartLoad is r's Load, read from the machine's load average line for older runs.
+func (r *Results) StartLoad() MachineLoad {
+	if r.Load != nil {
+		return *r.Load
+	}
+	var l float64
+	if _, err := fmt.Sscanf(r.Machine.LoadAvgBefore, "%f", &l); err != nil {
+		return MachineLoad{QuietBelow: DefaultQuietBelow, Quiet: true}
+	}
+	return MachineLoad{StartAvg1: l, QuietBelow: DefaultQuietBelow, Quiet: l < DefaultQuietBelow}
+}
+
+// StackOf is r's stack, with the 22.05/munge of runs older than the field.
+func (r *Results) StackOf() launch.Stack {
+	if r.Stack.Release == "" {
+		return launch.DefaultStack
+	}
+	return launch.Stack{Release: r.Stack.Release, Auth: r.Stack.Auth}
+}
+
+// AuthLimit is the name of the authentication-bound limit server of r's auth type.
+func (r *Results) AuthLimit() string {
+	if r.StackOf().Auth == launch.AuthSlurm {
+		return TargetLimitSlurm
+	}
+	return TargetLimitMunge
 }
 
 // Config is what the run was asked to do.
@@ -145,12 +202,34 @@ func (m *MungeRates) CredCeiling() float64 {
 	return 1 / (1/d + 1/e)
 }
 
-// CredStats is the cost of making the client's credentials (outside every timed phase).
+// TokenRates is the rate at which the bench's own auth/slurm code (slurmd-go's authslurm, the
+// HS256 tokens of the cluster's key) makes and verifies RPC tokens in the bench process, at
+// several concurrencies: auth/slurm's counterpart of MungeRates, with no service behind it.
+type TokenRates struct {
+	Encode []RatePoint `json:"encode"` // authslurm.Auth.Encode: a token carrying the message hash
+	Decode []RatePoint `json:"decode"` // authslurm.Auth.Decode: signature, expiry, ruid, context
+	// TokenBytes is the length of one REQUEST_PING token.
+	TokenBytes int `json:"token_bytes"`
+}
+
+// CredCeiling is the RPC rate the token work allows a daemon that verifies one token per RPC
+// (24.11 signs no reply), at the best concurrency, with nothing else on the cores.
+func (t *TokenRates) CredCeiling() float64 {
+	if t == nil {
+		return 0
+	}
+	return Best(t.Decode).Rate
+}
+
+// CredStats is the cost of making the client's credentials: munge credentials before every
+// timed phase; auth/slurm tokens as each request is sent (Minted), inside it.
 type CredStats struct {
 	Made    int64   `json:"made"`
 	Seconds float64 `json:"seconds"`
 	Rate    float64 `json:"rate"`
 	Left    int     `json:"left_unused"`
+	// Minted is the auth/slurm tokens the client made while sending (none pre-made).
+	Minted int64 `json:"minted,omitempty"`
 }
 
 // Idle is a daemon's footprint with no load.
@@ -313,6 +392,9 @@ const (
 	StatusMeasured    = "measured"
 	StatusNotMeasured = "not measured yet"
 	StatusFailed      = "failed"
+	// StatusNotApplicable: what the scenario measures does not exist in the run's stack
+	// (munged under auth/slurm); its note says why.
+	StatusNotApplicable = "not applicable"
 )
 
 // ScenarioStatus says what became of each registered scenario.
@@ -322,6 +404,9 @@ type ScenarioStatus struct {
 	Status  string  `json:"status"`
 	Note    string  `json:"note,omitempty"`
 	Seconds float64 `json:"seconds"`
+	// LoadAvg1 is the machine's 1-minute load average when the scenario started (the bench's
+	// own earlier work included).
+	LoadAvg1 float64 `json:"loadavg1_at_start,omitempty"`
 }
 
 // Load reads a results.json.

@@ -1,6 +1,7 @@
-// Package runner is `benchrun`: it brings up the bench cluster (private munged, real
-// slurmctld, the stock slurmd and slurmd-go twice — gnet and plain net — as three nodes of one
-// cluster, and the two limit servers), runs the scenarios and returns the raw results.
+// Package runner is `benchrun`: it brings up the bench cluster of one stack (Slurm release and
+// auth type: a private munged or a fresh slurm.key, a real slurmctld, the release's stock
+// slurmd and slurmd-go twice — gnet and plain net — as three nodes of one cluster, and the two
+// limit servers), runs the scenarios and returns the raw results.
 package runner
 
 import (
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tiee-hpc/tiee/bench/internal/flood"
@@ -17,6 +19,7 @@ import (
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 	"github.com/tiee-hpc/tiee/bench/scenarios"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/munge"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -52,6 +55,7 @@ const (
 // Options configure Run.
 type Options struct {
 	Profile       scenarios.Profile
+	Stack         launch.Stack // release and auth type; the zero value is launch.DefaultStack
 	RepoRoot      string
 	SlurmdGo      string // bin/slurmd-go
 	LimitSrv      string // the limitsrv binary
@@ -92,18 +96,29 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if load, ok := waitQuiet(ctx, o.WaitIdle, o.IdleLoad, logf); !ok {
+	if o.IdleLoad <= 0 {
+		o.IdleLoad = results.DefaultQuietBelow
+	}
+	waitStart := time.Now()
+	load, quiet := waitQuiet(ctx, o.WaitIdle, o.IdleLoad, logf)
+	startLoad := &results.MachineLoad{StartAvg1: load, QuietBelow: o.IdleLoad, WaitedS: time.Since(waitStart).Seconds(), Quiet: quiet}
+	if !quiet {
 		defer func(load float64) {
 			if res != nil {
-				res.Notes = append(res.Notes, fmt.Sprintf("the machine was not quiet when the bench started (1-minute load average %.1f after waiting %v): other work shared the cores", load, o.WaitIdle))
+				res.Notes = append(res.Notes, fmt.Sprintf("the machine was not quiet when the bench started (1-minute load average %.1f after waiting %v): other work shared the cores, and every figure was taken under that load", load, o.WaitIdle))
 			}
 		}(load)
+	}
+	if o.Stack == (launch.Stack{}) {
+		o.Stack = launch.DefaultStack
 	}
 	start := time.Now()
 	p := o.Profile
 	res = &results.Results{
 		Schema: results.SchemaVersion, Profile: p.Name, Started: start.UTC().Format(time.RFC3339),
-		Machine: launch.DescribeMachine(o.RepoRoot),
+		Stack:   stackOf(o.Stack),
+		Load:    startLoad,
+		Machine: launch.DescribeMachine(o.RepoRoot, o.Stack),
 		Config: results.Config{
 			VUs: p.VUs, StatusVUs: p.StatusVUs, WarmupS: p.Warmup.Seconds(), DurationS: p.Duration.Seconds(),
 			Holds: p.Holds, HoldProbeS: p.HoldProbe.Seconds(), HoldProbeRate: p.HoldProbeRate,
@@ -133,9 +148,9 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	if err := os.Chmod(dir, 0o755); err != nil { // munged (user munge) must reach its socket
 		return nil, err
 	}
-	logf("bench %s: work dir %s", p.Name, dir)
+	logf("bench %s on %s (stock %s): work dir %s", p.Name, o.Stack.Label(), res.Stack.Stock, dir)
 	c, err := launch.Start(ctx, launch.Options{
-		Dir: dir, SlurmdGo: o.SlurmdGo, MungedThreads: o.MungedThreads, SlurmdDebug: res.Config.SlurmdDebug,
+		Dir: dir, Stack: o.Stack, SlurmdGo: o.SlurmdGo, MungedThreads: o.MungedThreads, SlurmdDebug: res.Config.SlurmdDebug,
 		Nodes: []launch.NodeSpec{
 			{Name: nodeStock, Impl: launch.ImplStock},
 			{Name: nodeGo, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=gnet"}},
@@ -154,23 +169,24 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	logf("cluster %s up: slurmctld :%d, nodes %s :%d (stock), %s :%d (slurmd-go gnet), %s :%d (slurmd-go net)",
 		c.Name, c.CtldPort, nodeStock, c.Node(nodeStock).Port, nodeGo, c.Node(nodeGo).Port, nodeGoNet, c.Node(nodeGoNet).Port)
 
-	type lim struct {
-		name, mode, desc string
+	a, err := clientAuth(c)
+	if err != nil {
+		return nil, err
 	}
 	var targets []*scenarios.Target
-	add := func(name, kind, desc, addr string, pid int, usesMunge bool, node, stats string) error {
+	add := func(name, kind, desc, addr string, pid int, checks bool, node, stats string) error {
 		d, err := flood.NewDialer(addr, o.Sources)
 		if err != nil {
 			return err
 		}
 		targets = append(targets, &scenarios.Target{
 			Target: results.Target{Name: name, Kind: kind, Desc: desc, Addr: addr, PID: pid},
-			Dialer: d, UsesMunge: usesMunge, Node: node, StatsAddr: stats,
+			Dialer: d, ChecksCreds: checks, Node: node, StatsAddr: stats,
 		})
 		return nil
 	}
 	for _, n := range []struct{ node, name, desc string }{
-		{nodeStock, results.TargetStock, "Debian's slurmd 22.05 (one thread per connection, at most 256)"},
+		{nodeStock, results.TargetStock, stockDesc(o.Stack, res.Stack.Stock)},
 		{nodeGo, results.TargetGo, "slurmd-go, gnet event loops + bounded worker pool (default)"},
 		{nodeGoNet, results.TargetGoNet, "slurmd-go, TIEE_RPC_SERVER=net: goroutine per connection, same handlers"},
 	} {
@@ -179,15 +195,12 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 			return nil, err
 		}
 	}
-	for _, l := range []lim{
-		{results.TargetLimitMunge, "munge", "limit server: decodes the request's credential and encodes the reply's through munged, nothing else"},
-		{results.TargetLimitNone, "noauth", "limit server: canned reply, no munge: the connection-per-RPC ceiling"},
-	} {
+	for _, l := range limitServers(o.Stack) {
 		proc, addr, stats, err := c.StartLimitServer(ctx, o.LimitSrv, l.mode)
 		if err != nil {
 			return nil, err
 		}
-		if err := add(l.name, results.KindLimit, l.desc, addr, proc.PID(), l.mode == "munge", "", stats); err != nil {
+		if err := add(l.name, results.KindLimit, l.desc, addr, proc.PID(), l.mode != "noauth", "", stats); err != nil {
 			return nil, err
 		}
 	}
@@ -195,21 +208,24 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 		res.Targets = append(res.Targets, t.Target)
 	}
 
-	m, err := munge.New(munge.Options{Socket: c.MungeSocket, TTL: -1, MaxInFlight: mungeInFlight})
-	if err != nil {
-		return nil, err
-	}
 	env := &scenarios.Env{
-		Ctx: ctx, Profile: p, Cluster: c, Targets: targets, Auth: m, Res: res, Out: o.Out, Logf: logf,
+		Ctx: ctx, Profile: p, Stack: o.Stack, Cluster: c, Targets: targets, Auth: a, Res: res, Out: o.Out, Logf: logf,
 		FillParallel: fillParallel,
-		Pools: map[slurmproto.MsgType]*flood.Pool{
-			slurmproto.RequestPing:         flood.NewPool(slurmproto.RequestPing),
-			slurmproto.RequestDaemonStatus: flood.NewPool(slurmproto.RequestDaemonStatus),
-		},
-		Recycled: map[slurmproto.MsgType]*flood.Recycled{},
+		Recycled:     map[slurmproto.MsgType]*flood.Recycled{},
 	}
-	for t := range env.Pools {
-		frames, err := recycled(ctx, m, t)
+	msgs := []slurmproto.MsgType{slurmproto.RequestPing, slurmproto.RequestDaemonStatus}
+	if o.Stack.UsesMunged() {
+		env.Pools = map[slurmproto.MsgType]*flood.Pool{}
+	} else {
+		env.Minters = map[slurmproto.MsgType]*flood.Minter{}
+	}
+	for _, t := range msgs {
+		if env.Pools != nil {
+			env.Pools[t] = flood.NewPool(env.Request(t))
+		} else {
+			env.Minters[t] = flood.NewMinter(env.Request(t), a)
+		}
+		frames, err := recycled(ctx, a, env.Request(t))
 		if err != nil {
 			return nil, err
 		}
@@ -218,6 +234,9 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	scenarios.RunAll(env, o.Only)
 	for _, pool := range env.Pools {
 		res.Creds.Left += pool.Len()
+	}
+	for _, m := range env.Minters {
+		res.Creds.Minted += m.Made()
 	}
 	if err := ctx.Err(); err != nil {
 		res.Notes = append(res.Notes, "interrupted: "+err.Error())
@@ -230,9 +249,54 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	return res, nil
 }
 
+// stackOf is what results.json records of stack.
+func stackOf(s launch.Stack) results.Stack {
+	st := results.Stack{Release: s.Release, Auth: s.Auth, Protocol: fmt.Sprintf("0x%04X", s.Protocol()),
+		Stock: launch.StockVersion(s), Chroot: s.Root()}
+	if !s.UsesMunged() {
+		st.KeyBytes = launch.KeyBytes
+	}
+	return st
+}
+
+// stockDesc describes the stock slurmd of stack (version is its `slurmd -V`).
+func stockDesc(s launch.Stack, version string) string {
+	if s.Release == launch.Release2205 {
+		return "Debian's slurmd 22.05 (one thread per connection, at most 256)"
+	}
+	return fmt.Sprintf("Debian's slurmd %s, in the %s chroot (conmgr accepts every connection, then one thread per connection, at most 256; the rest are retried with back-off)",
+		strings.TrimPrefix(version, "slurm-wlm "), s.Release)
+}
+
+type limit struct{ name, mode, desc string }
+
+// limitServers are the stack's limit servers: authentication only, and nothing at all.
+func limitServers(s launch.Stack) []limit {
+	none := limit{results.TargetLimitNone, "noauth", "limit server: canned reply, no authentication: the connection-per-RPC ceiling"}
+	if !s.UsesMunged() {
+		return []limit{{results.TargetLimitSlurm, "slurm",
+			"limit server: verifies the request's auth/slurm token (HS256 signature, expiry, ruid, context) and body hash with the cluster's slurm.key and answers without an auth block, nothing else"}, none}
+	}
+	return []limit{{results.TargetLimitMunge, "munge", "limit server: decodes the request's credential and encodes the reply's through munged, nothing else"}, none}
+}
+
+// clientAuth is the bench's own credential maker for cluster c: a munge client of its private
+// munged, or auth/slurm with its slurm.key (tokens for root, readable by anyone, as slurmctld
+// makes them for its RPCs to nodes).
+func clientAuth(c *launch.Cluster) (auth.Authenticator, error) {
+	if c.Stack.UsesMunged() {
+		return munge.New(munge.Options{Socket: c.MungeSocket, TTL: -1, MaxInFlight: mungeInFlight})
+	}
+	keys, _, err := authslurm.LoadKeys(authslurm.LoadOptions{KeyFile: c.KeyPath})
+	if err != nil {
+		return nil, err
+	}
+	return authslurm.New(authslurm.Config{Keys: keys, ClusterName: c.Name, Version: func() uint16 { return c.Stack.Protocol() }})
+}
+
 // recycled makes the few frames the no-auth limit server is sent over and over.
-func recycled(ctx context.Context, a auth.Authenticator, t slurmproto.MsgType) ([][]byte, error) {
-	p := flood.NewPool(t)
+func recycled(ctx context.Context, a auth.Authenticator, req flood.Request) ([][]byte, error) {
+	p := flood.NewPool(req)
 	if _, err := p.Fill(ctx, a, recycledFrames, 8); err != nil {
 		return nil, err
 	}
@@ -255,7 +319,7 @@ func waitQuiet(ctx context.Context, limit time.Duration, max float64, logf func(
 	deadline := time.Now().Add(limit)
 	logged := false
 	for {
-		load := loadAvg1()
+		load := procstat.LoadAvg1()
 		if load < max {
 			return load, true
 		}
@@ -272,14 +336,4 @@ func waitQuiet(ctx context.Context, limit time.Duration, max float64, logf func(
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-func loadAvg1() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var l float64
-	fmt.Sscanf(string(b), "%f", &l)
-	return l
 }

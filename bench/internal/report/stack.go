@@ -1,0 +1,309 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tiee-hpc/tiee/bench/internal/launch"
+	"github.com/tiee-hpc/tiee/bench/internal/results"
+)
+
+// ReleasesBlock is the RFC block that sets the stacks' headline figures side by side
+// (Releases); benchreport writes it from several results.json files.
+const ReleasesBlock = "results-releases.md"
+
+// SectionsFor are r's sections in report order: auth/slurm runs have no munged, and show
+// what their tokens cost instead.
+func SectionsFor(r *results.Results) []Section {
+	if r.StackOf().UsesMunged() {
+		return Sections
+	}
+	out := make([]Section, 0, len(Sections))
+	for _, s := range Sections {
+		switch s.Name {
+		case "munge":
+			s = Section{"tokens", "auth/slurm tokens: what authentication costs", tokensSection}
+		case "amdahl":
+			s.Title = "Amdahl model (auth/slurm: no I/O wait)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// FragmentName is the RFC fragment of section for r's stack: results-<section>.md for
+// 22.05/munge (the names the RFC has always had), results-<release>-<auth>-<section>.md for
+// the others.
+func FragmentName(r *results.Results, section string) string {
+	if tag := r.StackOf().Tag(); tag != "" {
+		return "results-" + tag + "-" + section + ".md"
+	}
+	return "results-" + section + ".md"
+}
+
+// knownBlock reports whether name is a generated block some run renders: a section of any
+// stack, or the releases block. Rendering one stack leaves the others' blocks alone.
+func knownBlock(name string) bool {
+	if name == ReleasesBlock {
+		return true
+	}
+	mid, ok := strings.CutPrefix(name, "results-")
+	if !ok {
+		return false
+	}
+	if mid, ok = strings.CutSuffix(mid, ".md"); !ok {
+		return false
+	}
+	if isSection(mid) {
+		return true
+	}
+	rel, rest, ok := strings.Cut(mid, "-")
+	if !ok {
+		return false
+	}
+	authType, section, ok := strings.Cut(rest, "-")
+	if !ok {
+		return false
+	}
+	st, err := launch.ParseStack(rel, authType)
+	return err == nil && st.Tag() != "" && isSection(section)
+}
+
+func isSection(name string) bool {
+	if name == "tokens" {
+		return true
+	}
+	for _, s := range Sections {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// stockVersion is the stock slurmd's version as results.json names it ("slurm-wlm 24.11.5").
+func stockVersion(r *results.Results) string {
+	if r.Stack.Stock != "" {
+		return r.Stack.Stock
+	}
+	return r.Machine.SlurmVersion
+}
+
+// stackLabel names r's stack and stock daemon: "Slurm 24.11 (stock slurm-wlm 24.11.5), auth/slurm".
+func stackLabel(r *results.Results) string {
+	st := r.StackOf()
+	return fmt.Sprintf("Slurm %s (stock %s), auth/%s", st.Release, orDash(stockVersion(r)), st.Auth)
+}
+
+// othersLoaded is the share of the cores that other processes may take in a measured window
+// before the run counts as taken under load. On a quiet machine it is 0 % (only slurmctld,
+// idle during the RPC loops, runs beside the bench).
+const othersLoaded = 0.10
+
+// othersPeak is the largest share of the cores other processes took in any closed-loop
+// window of r, and that window.
+func othersPeak(r *results.Results) (float64, *results.ClosedRun) {
+	var peak float64
+	var at *results.ClosedRun
+	for i := range r.Closed {
+		c := &r.Closed[i]
+		if c.CPU.Total <= 0 {
+			continue
+		}
+		if sh := c.CPU.Others() / c.CPU.Total; sh > peak {
+			peak, at = sh, c
+		}
+	}
+	return peak, at
+}
+
+// underLoad reports whether r shared the machine with other work: it started on a busy
+// machine, or other processes took more than othersLoaded of the cores in a measured window.
+func underLoad(r *results.Results) bool {
+	peak, _ := othersPeak(r)
+	return !r.StartLoad().Quiet || peak > othersLoaded
+}
+
+// loadLabel is "" for a run taken on a quiet machine, else what says it was not.
+func loadLabel(r *results.Results) string {
+	var why []string
+	if l := r.StartLoad(); !l.Quiet {
+		why = append(why, fmt.Sprintf("the 1-minute load average was %.1f when it started (quiet is below %.1f)", l.StartAvg1, l.QuietBelow))
+	}
+	if peak, at := othersPeak(r); peak > othersLoaded {
+		why = append(why, fmt.Sprintf("other processes took up to %.0f %% of the cores in a measured window (%s, %s, %s; see *Where the CPU goes*)",
+			100*peak, at.Msg, vusText(at.VUs), at.Target))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return "**taken under load**: " + strings.Join(why, "; ") + ", other work shared the cores"
+}
+
+// authName is how the report names the run's authentication ("munge", "auth/slurm tokens").
+func authName(r *results.Results) string {
+	if r.StackOf().UsesMunged() {
+		return "munge"
+	}
+	return "auth/slurm"
+}
+
+// Releases is the releases block: the headline figures of each run (one per stack, in the
+// order given) side by side, each column labelled with its stack, profile, date and load.
+// srcs are the runs' results.json paths.
+func Releases(runs []*results.Results, srcs []string) string {
+	var b strings.Builder
+	b.WriteString("_Generated by `bench/cmd/benchreport` from ")
+	for i, s := range srcs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "`%s`", s)
+	}
+	b.WriteString(": do not edit by hand. Each column is one run, measured on this machine; ratios are slurmd-go over the stock slurmd of the same run._\n\n")
+	head := []string{"measured"}
+	for _, r := range runs {
+		col := fmt.Sprintf("%s (profile %s, %s", stackLabel(r), r.Profile, dateOf(r))
+		if underLoad(r) {
+			col += ", **under load**"
+		}
+		head = append(head, col+")")
+	}
+	t := table{head: head}
+	row := func(name string, cell func(r *results.Results) string) {
+		cells := []string{name}
+		for _, r := range runs {
+			cells = append(cells, cell(r))
+		}
+		t.add(cells...)
+	}
+	top := func(r *results.Results) int { return maxInt(r.Config.VUs) }
+	pingAt := func(vus func(*results.Results) int) func(r *results.Results) string {
+		return func(r *results.Results) string {
+			g, s := r.ClosedFor(results.TargetGo, ping, vus(r)), r.ClosedFor(results.TargetStock, ping, vus(r))
+			if g == nil || s == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%s vs %s RPC/s: **%s** (%s)", rate(g.Stats.Throughput), rate(s.Stats.Throughput),
+				ratio(g.Stats.Throughput, s.Stats.Throughput), vusText(vus(r)))
+		}
+	}
+	row("REQUEST_PING, closed loop, 1 VU: slurmd-go vs stock", pingAt(func(*results.Results) int { return 1 }))
+	row("REQUEST_PING, closed loop, most VUs: slurmd-go vs stock", pingAt(top))
+	row("the same: slurmd-go / authentication-bound limit server", func(r *results.Results) string {
+		g, l := r.ClosedFor(results.TargetGo, ping, top(r)), r.ClosedFor(r.AuthLimit(), ping, top(r))
+		if g == nil || l == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%s of %s (%s RPC/s)", pct(g.Stats.Throughput, l.Stats.Throughput), r.AuthLimit(), rate(l.Stats.Throughput))
+	})
+	row("best REQUEST_PING rate: node daemon / no-auth ceiling", func(r *results.Results) string {
+		var best *results.ClosedRun
+		for _, n := range []string{results.TargetStock, results.TargetGo, results.TargetGoNet} {
+			if c := r.BestClosed(n, ping); c != nil && (best == nil || c.Stats.Throughput > best.Stats.Throughput) {
+				best = c
+			}
+		}
+		ln := r.BestClosed(results.TargetLimitNone, ping)
+		if best == nil || ln == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%s RPC/s (%s) / %s RPC/s", rate(best.Stats.Throughput), best.Target, rate(ln.Stats.Throughput))
+	})
+	row("CPU per REQUEST_PING at most VUs, µs: slurmd-go vs stock", func(r *results.Results) string {
+		g, s := r.ClosedFor(results.TargetGo, ping, top(r)), r.ClosedFor(results.TargetStock, ping, top(r))
+		if g == nil || s == nil || g.Stats.OK == 0 || s.Stats.OK == 0 {
+			return "–"
+		}
+		cell := fmt.Sprintf("%.0f vs %.0f", g.CPU.Daemon/float64(g.Stats.OK)*1e6, s.CPU.Daemon/float64(s.Stats.OK)*1e6)
+		if r.StackOf().UsesMunged() {
+			return cell + fmt.Sprintf(" (+ munged %.0f vs %.0f)", g.CPU.Munged/float64(g.Stats.OK)*1e6, s.CPU.Munged/float64(s.Stats.OK)*1e6)
+		}
+		return cell + " (no auth service)"
+	})
+	row("idle connections held (most): KiB per held connection, slurmd-go vs stock; probes to stock that failed", func(r *results.Results) string {
+		n := maxInt(r.Config.Holds)
+		g, s := r.HoldFor(results.TargetGo, n), r.HoldFor(results.TargetStock, n)
+		if g == nil || s == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f vs %.2f (%s held); %d of %d", g.PerConnKB, s.PerConnKB, thousands(n), s.Probe.ErrorTotal, s.Probe.LatencyAll.Count)
+	})
+	row("open loop with idle connections held: p99 incl. failures, slurmd-go vs stock", func(r *results.Results) string {
+		g, s := r.OpenFor(results.TargetGo), r.OpenFor(results.TargetStock)
+		if g == nil || s == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%s vs %s ms at %s/s (%s)", msf(g.Stats.LatencyAll.P99Ms), msf(s.Stats.LatencyAll.P99Ms), rate(g.Rate),
+			ratio(g.Stats.LatencyAll.P99Ms, s.Stats.LatencyAll.P99Ms))
+	})
+	row("job array of `true`: jobs/s, slurmd-go vs stock", func(r *results.Results) string {
+		g, s := r.JobsFor(results.TargetGo), r.JobsFor(results.TargetStock)
+		if g == nil || s == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f vs %.1f: **%s** (%s tasks)", g.Rate, s.Rate, ratio(g.Rate, s.Rate), thousands(g.Tasks))
+	})
+	row("`srun -n1 true`: p50 ms, slurmd-go vs stock", func(r *results.Results) string {
+		g, s := r.SrunFor(results.TargetGo), r.SrunFor(results.TargetStock)
+		if g == nil || s == nil || g.OK == 0 || s.OK == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f vs %.1f: **%s** (%d runs)", g.P50Ms, s.P50Ms, ratio(g.P50Ms, s.P50Ms), g.Runs)
+	})
+	row("idle RSS after registration, MiB: slurmd-go vs stock", func(r *results.Results) string {
+		g, s := r.IdleFor(results.TargetGo, "start"), r.IdleFor(results.TargetStock, "start")
+		if g == nil || s == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f vs %.1f (%s)", mib(g.Series.RSSMedianKB), mib(s.Series.RSSMedianKB),
+			ratio(float64(g.Series.RSSMedianKB), float64(s.Series.RSSMedianKB)))
+	})
+	row("step manager VmRSS, MiB: slurmd-go vs stock", func(r *results.Results) string {
+		g, s := r.StepRSSFor(results.TargetGo), r.StepRSSFor(results.TargetStock)
+		if g == nil || s == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f vs %.1f (%s)", mib(g.RSSMedianKB), mib(s.RSSMedianKB), ratio(float64(g.RSSMedianKB), float64(s.RSSMedianKB)))
+	})
+	row("authentication per RPC, measured alone", func(r *results.Results) string {
+		if r.Munge != nil {
+			d, e := results.Serial(r.Munge.Decode), results.Serial(r.Munge.Encode)
+			return fmt.Sprintf("munged: decode %.3f + encode %.3f ms serial; best %s decodes/s", d.MeanMs, e.MeanMs, rate(results.Best(r.Munge.Decode).Rate))
+		}
+		if r.Tokens != nil {
+			d, e := results.Serial(r.Tokens.Decode), results.Serial(r.Tokens.Encode)
+			return fmt.Sprintf("token: verify %.1f µs, make %.1f µs serial; best %s verifies/s", 1000*d.MeanMs, 1000*e.MeanMs, rate(results.Best(r.Tokens.Decode).Rate))
+		}
+		return "–"
+	})
+	row("issue 6 targets", func(r *results.Results) string {
+		met, missed := 0, 0
+		for _, v := range Verdicts(r) {
+			switch v.Status {
+			case Met:
+				met++
+			case Missed:
+				missed++
+			}
+		}
+		return fmt.Sprintf("%d met, %d missed", met, missed)
+	})
+	b.WriteString(t.String())
+	return b.String()
+}
+
+// vusText is "1 VU", "5,000 VUs".
+func vusText(n int) string {
+	if n == 1 {
+		return "1 VU"
+	}
+	return thousands(n) + " VUs"
+}
+
+func dateOf(r *results.Results) string {
+	if len(r.Started) >= 10 {
+		return r.Started[:10]
+	}
+	return r.Started
+}
