@@ -137,21 +137,76 @@ func DecodeCred(u *Unpacker, version uint16) (*Cred, error) {
 	if !Speaks(version) {
 		return nil, u.Fail(fmt.Errorf("%w: job credential layout 0x%04x", ErrNoLayout, version))
 	}
-	if version >= Version2411 && peekToken(u) {
-		tok, err := u.Str()
+	if tok, ok, err := tokenAt(u, version); ok || err != nil {
 		if err != nil {
 			return nil, err
 		}
 		return credFromToken(u, version, tok)
 	}
-	start := u.Offset()
 	c := new(Cred)
-	if err := c.unpackFields(u, version); err != nil {
+	var err error
+	if c.Signed, c.Signature, err = unpackSigned(u, version, c.unpackFields); err != nil {
 		return nil, err
 	}
-	c.Signed = append([]byte(nil), u.b[start:u.Offset()]...)
-	c.Signature, _ = u.Mem()
-	return c, u.Err()
+	return c, nil
+}
+
+// Job and sbcast credentials share their wire form: signed fields, then the
+// munge signature as a mem (22.05) or str (24.11+; the same bytes), or under
+// cred/slurm (24.11+) one packstr'd JWT instead of both.
+
+// tokenAt reads a cred/slurm token if one comes next at version.
+func tokenAt(u *Unpacker, version uint16) (tok string, ok bool, err error) {
+	if version < Version2411 || !peekToken(u) {
+		return "", false, nil
+	}
+	tok, err = u.Str()
+	return tok, true, err
+}
+
+// unpackSigned reads the fields with unpack, then the signature; signed is
+// a copy of the fields' bytes, what the signature covers.
+func unpackSigned(u *Unpacker, v uint16, unpack func(*Unpacker, uint16) error) (signed, sig []byte, err error) {
+	start := u.Offset()
+	if err := unpack(u, v); err != nil {
+		return nil, nil, err
+	}
+	signed = append([]byte(nil), u.b[start:u.Offset()]...)
+	sig, err = u.Mem()
+	return signed, sig, err
+}
+
+// packSigned writes a credential: the token if set, else signed verbatim
+// if non-nil (as Slurm re-sends its saved buffer), else the fields, then
+// the signature.
+func packSigned(p *Packer, v uint16, token string, signed, sig []byte, fields func(*Packer, uint16) error) error {
+	if token != "" {
+		if v < Version2411 {
+			return fmt.Errorf("%w: a cred/slurm token at 0x%04x", ErrNoLayout, v)
+		}
+		p.Str(token)
+		return nil
+	}
+	if signed != nil {
+		p.Raw(signed)
+	} else if err := fields(p, v); err != nil {
+		return err
+	}
+	p.Mem(sig)
+	return nil
+}
+
+// packedFields returns what fields packs at v (the bytes to sign), or
+// ErrNoLayout naming what for a release that is not spoken.
+func packedFields(what string, v uint16, fields func(*Packer, uint16) error) ([]byte, error) {
+	if !Speaks(v) {
+		return nil, fmt.Errorf("%w: %s layout 0x%04x", ErrNoLayout, what, v)
+	}
+	p := NewPacker(256)
+	if err := fields(p, v); err != nil {
+		return nil, err
+	}
+	return p.Bytes(), nil
 }
 
 // DecodeCredFields decodes signed credential fields alone (a cred/slurm
@@ -208,13 +263,9 @@ func credFromToken(u *Unpacker, version uint16, tok string) (*Cred, error) {
 // without verifying it. Slurm encodes the payload with libjwt's base64
 // (standard alphabet, padded); the unpadded and URL forms are accepted too.
 func TokenPayload(tok string) ([]byte, error) {
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("%w: token has %d parts", ErrMalformed, len(parts))
-	}
-	claims, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	claims, err := tokenClaims(tok)
 	if err != nil {
-		return nil, fmt.Errorf("%w: token claims: %v", ErrMalformed, err)
+		return nil, err
 	}
 	var cl struct {
 		Payload *string `json:"payload"`
@@ -233,22 +284,27 @@ func TokenPayload(tok string) ([]byte, error) {
 	return nil, fmt.Errorf("%w: token payload is not base64", ErrMalformed)
 }
 
+// tokenClaims returns the decoded claims part of a JWT, unverified.
+func tokenClaims(tok string) ([]byte, error) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("%w: token has %d parts", ErrMalformed, len(parts))
+	}
+	claims, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return nil, fmt.Errorf("%w: token claims: %v", ErrMalformed, err)
+	}
+	return claims, nil
+}
+
 func (c *Cred) unpackFields(u *Unpacker, v uint16) error {
 	c.StepID, _ = u.StepID(v)
-	c.UID, _ = u.U32()
-	c.GID, _ = u.U32()
-	c.PwName, _ = u.Str()
-	c.PwGecos, _ = u.Str()
-	c.PwDir, _ = u.Str()
-	c.PwShell, _ = u.Str()
-	c.Gids, _ = u.U32Array()
-	c.GrNames, _ = u.StrArray()
-	if u.Err() != nil {
-		return u.Err()
+	id, err := unpackIdentity(u)
+	if err != nil {
+		return err
 	}
-	if len(c.GrNames) != 0 && len(c.GrNames) != len(c.Gids) {
-		return u.Fail(fmt.Errorf("%w: cred has %d gr_names for %d gids", ErrMalformed, len(c.GrNames), len(c.Gids)))
-	}
+	c.UID, c.GID, c.PwName, c.PwGecos, c.PwDir, c.PwShell, c.Gids, c.GrNames =
+		id.UID, id.GID, id.PwName, id.PwGecos, id.PwDir, id.PwShell, id.Gids, id.GrNames
 	c.GresJobState, _ = rawGres(u, v, skipGresJobStateRec)
 	c.GresStepState, _ = rawGres(u, v, skipGresStepStateRec)
 	c.JobCoreSpec, _ = u.U16()
@@ -340,39 +396,26 @@ func PackCred(p *Packer, version uint16, c *Cred) error {
 	if c == nil {
 		return fmt.Errorf("%w: nil job credential", ErrMalformed)
 	}
-	if c.Token != "" {
-		if version < Version2411 {
-			return fmt.Errorf("%w: a cred/slurm token at 0x%04x", ErrNoLayout, version)
-		}
-		p.Str(c.Token)
-		return nil
-	}
-	if c.Signed != nil {
-		p.Raw(c.Signed)
-	} else if err := c.packFields(p, version); err != nil {
-		return err
-	}
-	p.Mem(c.Signature)
-	return nil
+	return packSigned(p, version, c.Token, c.Signed, c.Signature, c.packFields)
 }
 
 // PackFields returns c's fields packed at version, ignoring Signed,
 // Signature and Token: the bytes a credential signer signs (munge), or a
 // cred/slurm token's payload.
 func (c *Cred) PackFields(version uint16) ([]byte, error) {
-	if !Speaks(version) {
-		return nil, fmt.Errorf("%w: job credential layout 0x%04x", ErrNoLayout, version)
-	}
-	p := NewPacker(512)
-	if err := c.packFields(p, version); err != nil {
-		return nil, err
-	}
-	return p.Bytes(), nil
+	return packedFields("job credential", version, c.packFields)
+}
+
+// Identity returns the credential's user identity (its uid..gr_names block).
+func (c *Cred) Identity() Identity {
+	return Identity{UID: c.UID, GID: c.GID, PwName: c.PwName, PwGecos: c.PwGecos, PwDir: c.PwDir, PwShell: c.PwShell,
+		Gids: c.Gids, GrNames: c.GrNames}
 }
 
 func (c *Cred) packFields(p *Packer, v uint16) error {
-	if len(c.GrNames) != 0 && len(c.GrNames) != len(c.Gids) {
-		return fmt.Errorf("%w: cred has %d gr_names for %d gids", ErrMalformed, len(c.GrNames), len(c.Gids))
+	id := c.Identity()
+	if err := id.check(); err != nil {
+		return err
 	}
 	n := len(c.CoresPerSocket)
 	if len(c.SocketsPerNode) != n || len(c.SockCoreRepCount) != n || n > 0xffff {
@@ -385,14 +428,7 @@ func (c *Cred) packFields(p *Packer, v uint16) error {
 		return fmt.Errorf("%w: cred mem alloc arrays differ in length", ErrMalformed)
 	}
 	p.StepID(v, c.StepID)
-	p.U32(c.UID)
-	p.U32(c.GID)
-	p.Str(c.PwName)
-	p.Str(c.PwGecos)
-	p.Str(c.PwDir)
-	p.Str(c.PwShell)
-	p.U32Array(c.Gids)
-	p.StrArray(c.GrNames)
+	_ = id.pack(p) // checked above, before anything was packed
 	if err := packGres(p, v, "gres job state", c.GresJobState, skipGresJobStateRec); err != nil {
 		return err
 	}

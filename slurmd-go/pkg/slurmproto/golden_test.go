@@ -416,7 +416,7 @@ func TestDecodeHeader_UnsupportedVersionKeepsVersion(t *testing.T) {
 }
 
 func TestDecodeBody_Unknown(t *testing.T) {
-	if _, err := DecodeBody(Version2205, RequestFileBcast, nil); !errors.Is(err, ErrUnknownMsgType) {
+	if _, err := DecodeBody(Version2205, RequestSubmitBatchJob, nil); !errors.Is(err, ErrUnknownMsgType) {
 		t.Fatalf("got %v", err)
 	}
 	if _, err := DecodeBody(Version2205, MsgType(1), nil); !errors.Is(err, ErrUnknownMsgType) {
@@ -425,7 +425,7 @@ func TestDecodeBody_Unknown(t *testing.T) {
 	// A ret_list entry of an unknown type cannot be delimited.
 	p := NewPacker(0)
 	PackHeader(p, Header{Version: Version2205, MsgType: ResponseSlurmRC,
-		RetList: []RetEntry{{MsgType: RequestFileBcast, NodeName: "x", Body: []byte{1}}}})
+		RetList: []RetEntry{{MsgType: RequestSubmitBatchJob, NodeName: "x", Body: []byte{1}}}})
 	if _, err := DecodeHeader(NewUnpacker(p.Bytes())); !errors.Is(err, ErrUnknownMsgType) {
 		t.Fatalf("got %v", err)
 	}

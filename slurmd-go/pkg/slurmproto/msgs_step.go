@@ -1,6 +1,9 @@
 package slurmproto
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Step-related bodies needed to parse ret_lists of forwarded step RPCs
 // (reference §2C). Layouts from Slurm 22.05.8 slurm_protocol_pack.c and
@@ -234,4 +237,33 @@ func FormatSLUID(sluid uint64) string {
 		b[13-i] = crockford32[(sluid>>(5*uint(i)))&0x1f]
 	}
 	return string(b[:])
+}
+
+// ParseSLUID reads what FormatSLUID prints, as 26.05's str2sluid does: "s"
+// or "S", then 13 base-32 digits in either case, O read as 0 and I or L as
+// 1. Where str2sluid returns 0 for bad text (and drops a first digit's
+// fifth bit), ParseSLUID fails with ErrMalformed.
+func ParseSLUID(s string) (uint64, error) {
+	if len(s) != 14 || (s[0] != 's' && s[0] != 'S') {
+		return 0, fmt.Errorf("%w: sluid %q is not s and 13 digits", ErrMalformed, s)
+	}
+	var sluid uint64
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		switch c {
+		case 'O':
+			c = '0'
+		case 'I', 'L':
+			c = '1'
+		}
+		d := strings.IndexByte(crockford32, c)
+		if d < 0 || (i == 1 && d > 0xf) {
+			return 0, fmt.Errorf("%w: sluid %q: bad digit %q", ErrMalformed, s, s[i])
+		}
+		sluid = sluid<<5 | uint64(d)
+	}
+	return sluid, nil
 }

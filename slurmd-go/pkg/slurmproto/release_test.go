@@ -329,3 +329,24 @@ func TestFormatSLUID(t *testing.T) {
 		t.Fatalf("zero: %s", got)
 	}
 }
+
+// TestParseSLUID: the inverse of FormatSLUID, as lenient as str2sluid about
+// case and the letters Crockford's alphabet leaves out, strict otherwise.
+func TestParseSLUID(t *testing.T) {
+	for _, s := range []uint64{0, 1, 0x2ab688c1ce287400, 0xe2a688c42cef0800, ^uint64(0)} {
+		if got, err := ParseSLUID(FormatSLUID(s)); err != nil || got != s {
+			t.Errorf("%x: %x %v", s, got, err)
+		}
+	}
+	if got, err := ParseSLUID("Se59m8rgpey200"); err != nil || got != 0xe2a688c42cef0800 {
+		t.Errorf("lower case: %x %v", got, err)
+	}
+	if got, err := ParseSLUID("s000000000OIL0"); err != nil || got != 0b00000_00001_00001_00000 {
+		t.Errorf("O, I, L: %b %v", got, err)
+	}
+	for _, bad := range []string{"", "s", "x0000000000000", "s000000000000", "s00000000000000", "s000000000000U", "sG000000000000", "s00000000000é"} {
+		if _, err := ParseSLUID(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -10,6 +10,7 @@
 #   capture.sh recut DIR               goldencap and credpayload.py again over DIR's traces
 #   capture.sh negotiation PORT        22.05 slurmd -> 24.11/26.05 slurmctld; probes of
 #                                      0x2600/0x2A00/0x2D00 registrations to 22.05/24.11/26.05
+#   capture.sh bcast2205 PORT          the host's 22.05 slurmctld and slurmd, a user job's sbcast
 #
 # Output: /tmp/golden-<rel>-<auth>/ (slurm.conf, logs, trace-*, out/ = goldencap's
 # frames, out/*.cred-payload = the signed bytes of each job credential).
@@ -196,7 +197,7 @@ EOF
     echo "HealthCheckProgram=/bin/true"
     echo "HealthCheckInterval=15"
     echo "AcctGatherNodeFreq=30"
-    echo "SrunPortRange=28400-28499"
+    echo "SrunPortRange=${SRUN_PORTS:-28400-28499}"
     [ "$configless" = yes ] && echo "SlurmctldParameters=enable_configless${CTLD_PARAMS:+,$CTLD_PARAMS}"
     [ "$configless" != yes ] && [ -n "${CTLD_PARAMS:-}" ] && echo "SlurmctldParameters=$CTLD_PARAMS"
     echo "StateSaveLocation=$D/state"
@@ -314,7 +315,9 @@ cut_frames() {
 # credentials decoded by unmunge -o (they stay decodable while this munged
 # runs), JWTs (cred/slurm) by their base64 payload claim.
 cred_payloads() {
-  python3 "$REPO/slurmd-go/pkg/slurmproto/testdata/cluster/credpayload.py" --munge-socket $MUNGE_SOCK "$D/out"/*.bin >"$D/out/creds.txt" || true
+  # -P: select.py beside it would shadow the select module of a python3
+  # that does not build it in
+  python3 -P "$REPO/slurmd-go/pkg/slurmproto/testdata/cluster/credpayload.py" --munge-socket $MUNGE_SOCK "$D/out"/*.bin >"$D/out/creds.txt" || true
 }
 
 session() { # session REL AUTH PORT
@@ -493,6 +496,54 @@ negotiation() {
   trap - EXIT
 }
 
+# bcast2205 PORT: REQUEST_FILE_BCAST from 22.05.8 (see ../README.md, sbcast/):
+# the host's slurmctld and two stock slurmd, and a user batch job that runs
+# sbcast for its step 1, so that the credential's step id is not its het job
+# id (0). The munged is stopped afterwards if this run started it.
+bcast2205() {
+  PORT=$1
+  D=/tmp/golden-2205-bcast
+  CONF=$D/slurm.conf
+  CLUSTER=g2205b
+  CTLD_ROOT=/
+  local j had_munged=no
+  rm -rf "$D"
+  mkdir -p "$D"
+  [ -S $MUNGE_SOCK ] && munge -S $MUNGE_SOCK -n 2>/dev/null | unmunge -S $MUNGE_SOCK >/dev/null 2>&1 && had_munged=yes
+  ensure_munged
+  ensure_user /
+  SACK_KEY= JOBACCT=jobacct_gather/none CTLD_PARAMS=
+  write_conf munge no
+  # 22.05 has no CgroupPlugin=disabled; it autodetects the host's cgroup
+  rm -f "$D/cgroup.conf"
+  printf 'tiee sbcast golden file (22.05.8)\n' >"$D/bcast-src.txt"
+  PIDS=()
+  start_ns # no chroot: the host's clients, in a namespace like the others
+  trap stop_all EXIT
+  daemon_host n1 /usr/sbin/slurmd -D -N n1 -f "$CONF"
+  daemon_host n2 /usr/sbin/slurmd -D -N n2 -f "$CONF"
+  daemon_host ctld /usr/sbin/slurmctld -D -i -f "$CONF"
+  wait_for "nodes idle" 180 nodes_idle n1 n2
+  j=$(as_user / sbatch -D "$D/work-user" -J bcast -N2 -n2 --mem=50 -t 2 --wrap "
+running() { scontrol show step \$SLURM_JOB_ID.\$1 2>/dev/null | grep -q State=RUNNING; }
+srun -N2 -n2 sleep 100 & a=\$!
+until running 0; do sleep 0.2; done
+srun -N2 -n2 --overlap sleep 100 & b=\$!
+until running 1; do sleep 0.2; done
+sbcast -j \$SLURM_JOB_ID.1 -f $D/bcast-src.txt $D/work-user/bcast.\$SLURM_JOB_ID
+kill \$a \$b; wait" | sbatch_id)
+  [ -n "$j" ] || die "sbatch gave no job id"
+  wait_jobs_done "$j"
+  log "job $j: $(job_state "$j"); $(ls -l "$D/work-user/bcast.$j" 2>&1)"
+  stop_all
+  trap - EXIT
+  cut_frames
+  if [ $had_munged = no ]; then
+    kill "$(cat $MUNGE_DIR/munged.pid)"
+    log "stopped the munged this run started"
+  fi
+}
+
 # The whole command line is parsed before it runs: editing this file while a
 # capture runs cannot make bash read on at a shifted offset.
 main() {
@@ -500,6 +551,7 @@ main() {
   session) session "$2" "$3" "$4" ;;
   cross) cross "$2" ;;
   negotiation) negotiation "$2" ;;
+  bcast2205) SRUN_PORTS=${SRUN_PORTS:-$(($2 + 30))-$(($2 + 79))} bcast2205 "$2" ;;
   recut) # recut DIR: cut a session's traces again (goldencap changed)
     D=$2
     rm -rf "$D/out"
