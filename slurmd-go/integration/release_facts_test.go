@@ -200,20 +200,11 @@ func patternHost(t *testing.T, f stockFacts, node string) string {
 // or, with span 0, EndTime (the Epilog sees the job's real end).
 func checkJobTimes(t *testing.T, what string, env, job map[string]string, span time.Duration) {
 	t.Helper()
-	checkJobStartTime(t, what, env, job)
-	if span != 0 {
-		if got, ok := jobTimeSpan(env); !ok || got != span {
-			t.Errorf("%s: %s - %s = %v (valid %v), want %v", what, jobTimeVars[1], jobTimeVars[0], got, ok, span)
-		}
-		return
-	}
-	et, err := cluster.ParseSlurmTime(job["EndTime"])
-	if err != nil {
-		t.Errorf("%s: job EndTime %q: %v", what, job["EndTime"], err)
-		return
-	}
-	if got, want := env[jobTimeVars[1]], fmt.Sprint(et.Unix()); got != want {
-		t.Errorf("%s: %s=%q, want %s (EndTime %s)", what, jobTimeVars[1], got, want, job["EndTime"])
+	checkEnvTime(t, what, env, jobTimeVars[0], job, "StartTime")
+	if span == 0 {
+		checkEnvTime(t, what, env, jobTimeVars[1], job, "EndTime")
+	} else if got, ok := jobTimeSpan(env); !ok || got != span {
+		t.Errorf("%s: %s - %s = %v (valid %v), want %v", what, jobTimeVars[1], jobTimeVars[0], got, ok, span)
 	}
 }
 
@@ -232,16 +223,16 @@ func jobTimeSpan(env map[string]string) (time.Duration, bool) {
 	return time.Duration(e-s) * time.Second, true
 }
 
-// checkJobStartTime checks SLURM_JOB_START_TIME of env against the job's StartTime
+// checkEnvTime checks the epoch seconds of env's variable against the job's field
 // (`scontrol show job`, whole seconds, local time).
-func checkJobStartTime(t *testing.T, what string, env, job map[string]string) {
+func checkEnvTime(t *testing.T, what string, env map[string]string, variable string, job map[string]string, field string) {
 	t.Helper()
-	st, err := cluster.ParseSlurmTime(job["StartTime"])
+	tm, err := cluster.ParseSlurmTime(job[field])
 	if err != nil {
-		t.Errorf("%s: job StartTime %q: %v", what, job["StartTime"], err)
+		t.Errorf("%s: job %s %q: %v", what, field, job[field], err)
 		return
 	}
-	if got, want := env[jobTimeVars[0]], fmt.Sprint(st.Unix()); got != want {
-		t.Errorf("%s: %s=%q, want %s (StartTime %s)", what, jobTimeVars[0], got, want, job["StartTime"])
+	if got, want := env[variable], fmt.Sprint(tm.Unix()); got != want {
+		t.Errorf("%s: %s=%q, want %s (%s %s)", what, variable, got, want, field, job[field])
 	}
 }
