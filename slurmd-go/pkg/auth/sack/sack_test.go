@@ -262,3 +262,36 @@ func TestWire_Requests(t *testing.T) {
 		t.Fatal(tok, err)
 	}
 }
+
+// TestListen_Contended: node daemons of one host start at once and all take
+// the one path; each Listen ends with its own socket bound, though another
+// may bind the path between its unlink and its bind, or unlink it before
+// its chmod (seen in a real cluster: "bind: address already in use").
+func TestListen_Contended(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slurm", "sack.socket")
+	const daemons, starts = 8, 20
+	for range starts {
+		start := make(chan struct{})
+		errs := make(chan error, daemons)
+		var wg sync.WaitGroup
+		for range daemons {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				ln, err := sack.Listen(path, uint32(os.Getuid()), nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ln.Close()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+}

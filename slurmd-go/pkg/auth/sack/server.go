@@ -104,6 +104,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
+// BindAttempts bounds Listen's unlink-and-bind rounds when another daemon
+// keeps taking the path in between.
+const BindAttempts = 10
+
 // Listen prepares path's directory as stock _prepare_run_dir does (owner:
 // dirOwner, SlurmUser on 24.11, SlurmdUser on 26.05 slurmd), removes a
 // socket left there, binds path with mode 0777 (stock binds under umask 0:
@@ -115,11 +119,34 @@ func Listen(path string, dirOwner uint32, log hclog.Logger) (*net.UnixListener, 
 	if err := PrepareDir(filepath.Dir(path), dirOwner, log); err != nil {
 		return nil, err
 	}
+	for attempt := 1; ; attempt++ {
+		ln, err := bindOnce(path)
+		if err == nil {
+			return ln, nil
+		}
+		// Node daemons of one host share the path: another may bind it
+		// between our unlink and bind, or unlink ours before we chmod it.
+		// Take it over again, a few times; the last daemon keeps it.
+		if !errors.Is(err, errPathTaken) || attempt == BindAttempts {
+			return nil, err
+		}
+		log.Debug("socket path taken by another daemon meanwhile, again", "path", path, "attempt", attempt, "error", err)
+	}
+}
+
+// errPathTaken: another process took the socket path during bindOnce.
+var errPathTaken = errors.New("sack: socket path taken meanwhile")
+
+// bindOnce replaces whatever is at path with a new socket of mode 0777.
+func bindOnce(path string) (*net.UnixListener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("sack: failed to remove %s: %w", path, err)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w: %w", errPathTaken, err)
+		}
 		return nil, fmt.Errorf("sack: [%s] Unable to bind UNIX socket: %w", path, err)
 	}
 	// Listen's unlink-on-close would take the socket from a newer daemon
@@ -127,6 +154,9 @@ func Listen(path string, dirOwner uint32, log hclog.Logger) (*net.UnixListener, 
 	ln.SetUnlinkOnClose(false)
 	if err := os.Chmod(path, 0o777); err != nil {
 		ln.Close()
+		if errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", errPathTaken, err)
+		}
 		return nil, fmt.Errorf("sack: chmod %s: %w", path, err)
 	}
 	return ln, nil
