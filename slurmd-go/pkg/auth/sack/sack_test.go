@@ -264,9 +264,9 @@ func TestWire_Requests(t *testing.T) {
 }
 
 // TestListen_Contended: node daemons of one host start at once and all take
-// the one path; each Listen ends with its own socket bound, though another
-// may bind the path between its unlink and its bind, or unlink it before
-// its chmod (seen in a real cluster: "bind: address already in use").
+// the one path and its directory; each Listen ends with its own socket
+// bound (an unlink-then-bind died in a real cluster of "bind: address
+// already in use").
 func TestListen_Contended(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "slurm", "sack.socket")
 	const daemons, starts = 8, 20

@@ -2,6 +2,7 @@ package sack
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -104,14 +105,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// BindAttempts bounds Listen's unlink-and-bind rounds when another daemon
-// keeps taking the path in between.
-const BindAttempts = 10
-
 // Listen prepares path's directory as stock _prepare_run_dir does (owner:
-// dirOwner, SlurmUser on 24.11, SlurmdUser on 26.05 slurmd), removes a
-// socket left there, binds path with mode 0777 (stock binds under umask 0:
-// any local user may ask for a token) and returns the listener.
+// dirOwner, SlurmUser on 24.11, SlurmdUser on 26.05 slurmd), binds a
+// socket of mode 0777 (stock binds under umask 0: any local user may ask
+// for a token) in place of whatever is at path and returns the listener.
 func Listen(path string, dirOwner uint32, log hclog.Logger) (*net.UnixListener, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -119,47 +116,42 @@ func Listen(path string, dirOwner uint32, log hclog.Logger) (*net.UnixListener, 
 	if err := PrepareDir(filepath.Dir(path), dirOwner, log); err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		ln, err := bindOnce(path)
-		if err == nil {
-			return ln, nil
-		}
-		// Node daemons of one host share the path: another may bind it
-		// between our unlink and bind, or unlink ours before we chmod it.
-		// Take it over again, a few times; the last daemon keeps it.
-		if !errors.Is(err, errPathTaken) || attempt == BindAttempts {
-			return nil, err
-		}
-		log.Debug("socket path taken by another daemon meanwhile, again", "path", path, "attempt", attempt, "error", err)
-	}
-}
-
-// errPathTaken: another process took the socket path during bindOnce.
-var errPathTaken = errors.New("sack: socket path taken meanwhile")
-
-// bindOnce replaces whatever is at path with a new socket of mode 0777.
-func bindOnce(path string) (*net.UnixListener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("sack: failed to remove %s: %w", path, err)
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// Node daemons of one host share the path. Stock unlinks and binds,
+	// which can fail when another daemon binds in between; binding a
+	// private name and renaming it over path has no such window: the
+	// last daemon to rename keeps the path, as the last stock one does.
+	tmp, err := privateName(path)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			err = fmt.Errorf("%w: %w", errPathTaken, err)
-		}
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
 		return nil, fmt.Errorf("sack: [%s] Unable to bind UNIX socket: %w", path, err)
 	}
-	// Listen's unlink-on-close would take the socket from a newer daemon
-	// that has rebound the path since; stock never removes it either.
+	// Unlink-on-close would take the socket from a newer daemon that has
+	// renamed its own over path since; stock never removes it either.
 	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o777); err != nil {
+	if err := os.Chmod(tmp, 0o777); err != nil {
 		ln.Close()
-		if errors.Is(err, os.ErrNotExist) {
-			err = fmt.Errorf("%w: %w", errPathTaken, err)
-		}
-		return nil, fmt.Errorf("sack: chmod %s: %w", path, err)
+		os.Remove(tmp)
+		return nil, fmt.Errorf("sack: chmod %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("sack: [%s] Unable to bind UNIX socket: %w", path, err)
 	}
 	return ln, nil
+}
+
+// privateName is a name beside path that no other daemon uses; it stays
+// short because a socket path must fit sun_path (108 bytes).
+func privateName(path string) (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("sack: naming a socket: %w", err)
+	}
+	return filepath.Join(filepath.Dir(path), fmt.Sprintf(".sack.%d.%x", os.Getpid(), b)), nil
 }
 
 // PrepareDir is stock _prepare_run_dir for one directory: create it 0755
@@ -168,13 +160,18 @@ func bindOnce(path string) (*net.UnixListener, error) {
 func PrepareDir(dir string, owner uint32, log hclog.Logger) error {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return fmt.Errorf("sack: failed to create %s: %w", dir, err)
+		mkErr := os.Mkdir(dir, 0o755)
+		if mkErr == nil {
+			if err := os.Lchown(dir, int(owner), -1); err != nil {
+				return fmt.Errorf("sack: failed to change ownership of %s to uid %d: %w", dir, owner, err)
+			}
+			return nil
 		}
-		if err := os.Lchown(dir, int(owner), -1); err != nil {
-			return fmt.Errorf("sack: failed to change ownership of %s to uid %d: %w", dir, owner, err)
+		if !errors.Is(mkErr, os.ErrExist) {
+			return fmt.Errorf("sack: failed to create %s: %w", dir, mkErr)
 		}
-		return nil
+		// Another daemon of the host made it meanwhile: check theirs.
+		fi, err = os.Lstat(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("sack: could not open %s: %w", dir, err)
