@@ -10,8 +10,10 @@
 //     (one line every 0.2 s); while they run the node's daemon is SIGKILLed,
 //     SIGTERMed, replaced by a copy at another path (an upgrade) or restarted
 //     with -c, and started again. The jobs end as if nothing happened (with -c
-//     as on stock), `scontrol listpids` finds their steps before and after, and
-//     the node is back without a Reason and runs a new job.
+//     as on stock), `scontrol listpids` finds their steps before and after,
+//     `scontrol pidinfo` (REQUEST_JOB_ID) names the job of a task's child, as
+//     root and as the user, and the node is back without a Reason and runs a
+//     new job.
 //   - CtldOutage (its own pair: it stops slurmctld): slurmctld is SIGKILLed for
 //     ctldOutage while batch jobs and an srun step end; once it is back every job
 //     gets its state and exit code, none stays COMPLETING.
@@ -125,7 +127,9 @@ type nodeRun struct {
 	batchOut              string
 	srun                  cluster.Result
 	pidsBefore, pidsAfter []string // normalized listpids rows of the two jobs
-	stateRestarted        string   // sinfo state once the daemon answered again
+	pidinfoBefore         []string // normalized `scontrol pidinfo` answers
+	pidinfoAfter          []string
+	stateRestarted        string // sinfo state once the daemon answered again
 	downtime              time.Duration
 }
 
@@ -175,6 +179,19 @@ func testNodeRestart(t *testing.T, p pair, i int, m restartMode) {
 	if !slices.Equal(ref.pidsAfter, sut.pidsAfter) {
 		t.Errorf("listpids after the restart (normalized):\nreference:\n  %q\nunder test:\n  %q", ref.pidsAfter, sut.pidsAfter)
 	}
+	if !slices.Equal(ref.pidinfoBefore, sut.pidinfoBefore) {
+		t.Errorf("scontrol pidinfo before the restart (normalized):\nreference:\n  %q\nunder test:\n  %q", ref.pidinfoBefore, sut.pidinfoBefore)
+	}
+	// Right after a restart stock 24.11 sometimes answers root that it
+	// cannot locate a pid it finds for the next query: a step manager
+	// still busy with the new slurmd. slurmd-go must find the step's pids
+	// as it did before the restart.
+	for _, a := range append(sut.pidinfoBefore, sut.pidinfoAfter...) {
+		if strings.HasPrefix(a, "job pid") && !strings.Contains(a, "Slurm JobId=<") {
+			t.Errorf("scontrol pidinfo, under test: %s (reference: %q, after the restart %q)", a, ref.pidinfoBefore, ref.pidinfoAfter)
+		}
+	}
+	t.Logf("scontrol pidinfo, under test (normalized): %q %q", sut.pidinfoBefore, sut.pidinfoAfter)
 	t.Logf("daemon down %v (reference) / %v (under test)", ref.downtime.Round(time.Millisecond), sut.downtime.Round(time.Millisecond))
 }
 
@@ -231,6 +248,7 @@ func runNodeRestart(t *testing.T, p pair, c *cluster.Cluster, i int, m restartMo
 	}
 	pids := map[string]string{bt.task: "<BATCHTASK>", bt.child: "<BATCHCHILD>", st.task: "<SRUNTASK>", st.child: "<SRUNCHILD>"}
 	run.pidsBefore = listpids(t, c, n, want, pids, run)
+	run.pidinfoBefore = pidinfo(t, c, n, run, bt.child, st.task)
 
 	bin, extra := m.daemon(t, c)
 	down := time.Now()
@@ -252,6 +270,7 @@ func runNodeRestart(t *testing.T, p pair, c *cluster.Cluster, i int, m restartMo
 			t.Errorf("the counter step ended before listpids after the restart; lengthen restartTicks")
 		} else {
 			run.pidsAfter = listpids(t, c, n, want, pids, run)
+			run.pidinfoAfter = pidinfo(t, c, n, run, st.child)
 		}
 	}
 
@@ -365,6 +384,37 @@ func listpids(t *testing.T, c *cluster.Cluster, n string, want []string, pids ma
 	}
 	slices.Sort(l)
 	return l
+}
+
+// pidinfo runs `scontrol pidinfo` on node n (SLURMD_NODENAME: Debian's
+// slurm is built for several slurmds per host) for each of pids and for
+// pid 1, which is in no job, as root and as the job's user, and returns
+// what each printed, normalized; the caller judges it.
+func pidinfo(t *testing.T, c *cluster.Cluster, n string, run *nodeRun, pids ...string) []string {
+	t.Helper()
+	norm := normJobs(c, run)
+	var l []string
+	for _, user := range []string{"", cluster.TestUser} {
+		for _, pid := range append(pids, "1") {
+			out, errOut, err := c.RunEnv(t, user, []string{"SLURMD_NODENAME=" + n}, "scontrol", "pidinfo", pid)
+			out = pidinfoTimeRe.ReplaceAllString(out, "<WHEN>")
+			l = append(l, fmt.Sprintf("%s: %q %q exit=%v", pidOf(pid), norm(strings.TrimSpace(out)), norm(strings.TrimSpace(errOut)), err != nil))
+		}
+	}
+	return l
+}
+
+// pidinfoTimeRe: the job's end time and remaining seconds in pidinfo's
+// answer, which differ between the clusters.
+var pidinfoTimeRe = regexp.MustCompile(`ends at .*|remaining time is -?[0-9]+`)
+
+// pidOf labels a pid in pidinfo's answers (the pids themselves differ
+// between the clusters).
+func pidOf(pid string) string {
+	if pid == "1" {
+		return "pid 1"
+	}
+	return "job pid"
 }
 
 // outageJob is one job of the slurmctld outage case.

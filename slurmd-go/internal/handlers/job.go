@@ -20,6 +20,7 @@ type Jobs interface {
 	Notify(req *slurmproto.JobNotify, uid uint32, privileged bool)
 	StepStat(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
 	StepPids(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
+	PidJob(ctx context.Context, pid uint32) slurmproto.Body
 	Reattach(ctx context.Context, req *slurmproto.ReattachTasks, uid uint32, privileged bool, orig slurmproto.Addr) *slurmproto.ReattachTasksResponse
 	// LaunchTasks returns the rc for srun and what to do once that answer was or was not
 	// sent (credential record).
@@ -57,6 +58,10 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 		slurmproto.RequestJobStepPids: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			id := req.Body.(*slurmproto.StepIDMsg).StepID
 			return rpc.Reply{Body: j.StepPids(ctx, id, req.UID, privileged(req.UID)), Copy: true}, nil
+		}},
+		slurmproto.RequestJobID: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			// Open to every user, as stock: it names a job, nothing more.
+			return rpc.Reply{Body: j.PidJob(ctx, req.Body.(*slurmproto.JobIDRequest).PID), Copy: true}, nil
 		}},
 		slurmproto.RequestReattachTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			resp := j.Reattach(ctx, req.Body.(*slurmproto.ReattachTasks), req.UID, privileged(req.UID), req.Orig)

@@ -29,6 +29,40 @@ func (m *Manager) StepPids(ctx context.Context, id slurmproto.StepID, uid uint32
 	return pids
 }
 
+// PidJob serves REQUEST_JOB_ID (scontrol pidinfo, req.c _rpc_pid2jid): the
+// job of the first step whose container holds pid or whose step manager
+// is pid; ESLURM_INVALID_JOB_ID when none. A step that does not answer is
+// passed over, as stock passes over one it cannot connect to.
+func (m *Manager) PidJob(ctx context.Context, pid uint32) slurmproto.Body {
+	cfg := m.cfg()
+	refs, err := stepapi.List(cfg.SpoolDir, cfg.NodeName)
+	if err != nil {
+		m.log.Debug("no step sockets", "error", err)
+	}
+	for _, ref := range refs {
+		found := false
+		err := withStep(ctx, ref, func(ctx context.Context, c *stepapi.Conn) error {
+			in, err := c.PidInContainer(ctx, int(pid))
+			if err != nil || in {
+				found = in
+				return err
+			}
+			d, err := c.DaemonPID(ctx)
+			found = err == nil && d == int(pid)
+			return err
+		})
+		if found {
+			m.log.Trace("pid found in step", "pid", pid, "step", ref.StepID)
+			return &slurmproto.JobID{JobID: ref.StepID.JobID, StepID: ref.StepID}
+		}
+		if err != nil {
+			m.log.Debug("step manager did not answer for pidinfo", "step", ref.StepID, "error", err)
+		}
+	}
+	m.log.Trace("pid not found in any step", "pid", pid)
+	return slurmproto.ReturnCode{RC: slurmproto.ESlurmInvalidJobID}
+}
+
 func (m *Manager) stepPIDs(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) (*slurmproto.JobStepPidsResponse, uint32) {
 	resp := &slurmproto.JobStepPidsResponse{NodeName: m.cfg().NodeName}
 	rc := m.withOwnedStep(ctx, id, uid, privileged, slurmproto.ESlurmUserIDMissing, func(ctx context.Context, c *stepapi.Conn) uint32 {
