@@ -256,17 +256,18 @@ func (s *Server) register(ctx context.Context, a credArgs, m *slurmproto.FileBca
 	return 0
 }
 
-// LibDir returns the library directory of the step's --send-libs
-// transfer, if one was made (a launch puts it first in LD_LIBRARY_PATH).
-func (s *Server) LibDir(uid, job, step uint32) (string, bool) {
+// LibDirs returns the library directories of the step's --send-libs
+// transfers, oldest first (a launch puts them in LD_LIBRARY_PATH).
+func (s *Server) LibDirs(uid, job, step uint32) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var out []string
 	for _, l := range s.libdirs {
 		if l.uid == uid && l.job == job && l.step == step {
-			return l.dir, true
+			out = append(out, l.dir)
 		}
 	}
-	return "", false
+	return out
 }
 
 // JobEnded drops the job's transfers and library directories

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -294,11 +295,11 @@ func TestServe_SendLibs(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(exe+"_libs", "libx.so")); err != nil || string(b) != "lib" {
 				t.Fatalf("library copy: %q %v", b, err)
 			}
-			if d, ok := e.s.LibDir(e.uid, 77, 0); !ok || d != exe+"_libs" {
-				t.Fatalf("LibDir %q %v", d, ok)
+			if d := e.s.LibDirs(e.uid, 77, 0); !slices.Equal(d, []string{exe + "_libs"}) {
+				t.Fatalf("LibDirs %q", d)
 			}
 			e.s.JobEnded(77)
-			if _, ok := e.s.LibDir(e.uid, 77, 0); ok {
+			if d := e.s.LibDirs(e.uid, 77, 0); len(d) != 0 {
 				t.Fatal("library directory kept after the job ended")
 			}
 		})
