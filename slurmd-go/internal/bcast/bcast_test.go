@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authtest"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -301,6 +302,57 @@ func TestServe_SendLibs(t *testing.T) {
 			e.s.JobEnded(77)
 			if d := e.s.LibDirs(e.uid, 77, 0); len(d) != 0 {
 				t.Fatal("library directory kept after the job ended")
+			}
+		})
+	}
+}
+
+// TestServe_Token: a cred/slurm sbcast credential (24.11 on) is served when
+// the cluster's key signed it; another key's is refused while unpacking.
+func TestServe_Token(t *testing.T) {
+	v := slurmproto.Version2411
+	signer := func(t *testing.T, secret string) *authslurm.Auth {
+		keys, err := authslurm.NewKeySet(false, authslurm.Key{Secret: []byte(secret)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := authslurm.New(authslurm.Config{Keys: keys, IDs: &authslurm.IDs{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ours := signer(t, "this cluster's slurm.key")
+	for _, tc := range []struct {
+		name string
+		key  *authslurm.Auth
+		want Result
+	}{
+		{"the cluster's key", ours, Result{}},
+		{"another key", signer(t, "another cluster's key"), Result{RC: slurmproto.ESlurmProtocolIncompletePacket, Malformed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.s.config = func() Config { return Config{NodeName: testNode, Auth: e.fake, Tokens: ours} }
+			tok, err := tc.key.MintSbcast(authslurm.SbcastGrant{Nodes: "n[1-4]", JobID: 77, StepID: 0}, e.uid, e.gid, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Through the codec: the fields come from the token's claims.
+			fname := filepath.Join(e.dir, "tok")
+			body, err := slurmproto.EncodeBody(v, blocks(t, []byte("token"), 512, false, fname, 0, &slurmproto.SbcastCred{Token: tok})[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := slurmproto.DecodeBody(v, slurmproto.RequestFileBcast, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := e.send(t, v, []*slurmproto.FileBcast{m.(*slurmproto.FileBcast)}); r != tc.want {
+				t.Fatalf("answer %+v, want %+v", r, tc.want)
+			}
+			if _, err := os.Stat(fname); (err == nil) != (tc.want == Result{}) {
+				t.Fatalf("file after answer %+v: %v", tc.want, err)
 			}
 		})
 	}
