@@ -58,6 +58,9 @@ sbcast src/small dst/excl > excl.err 2>&1; echo "sbcast-excl $? $(grep -c 'File 
 srun -N4 -n4 --bcast=$PWD/dst/bin/ src/prog; echo "srun-bcast $?"
 srun -N4 -n4 --bcast=$PWD/dst/binz/ --compress=lz4 src/prog; echo "srun-bcast-lz4 $?"
 srun -N4 -n4 $PWD/dst/prog; echo "srun-prog $?"
+mkdir -p dst/libs
+srun -N4 -n4 --bcast=$PWD/dst/libs/ --send-libs --bcast-exclude=NONE src/printenv LD_LIBRARY_PATH; echo "srun-libs $?"
+sbcast -f --send-libs --exclude=NONE src/printenv dst/printenv > libs.err 2>&1; echo "sbcast-libs $? $(grep -c 'File exists' libs.err)"
 `
 
 // sbcastProg is the small executable: it says where it runs and which copy ran.
@@ -125,6 +128,16 @@ func makeSbcastSource(t *testing.T, dir string) sbcastSource {
 	})
 	write("prog", 0o755, func(w io.Writer) error { _, err := io.WriteString(w, sbcastProg); return err })
 	write("small", 0o600, func(w io.Writer) error { _, err := io.WriteString(w, "small file\n"); return err })
+	// A dynamic executable for --send-libs (ldd finds its libraries).
+	write("printenv", 0o755, func(w io.Writer) error {
+		f, err := os.Open("/usr/bin/printenv")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	})
 	return s
 }
 
@@ -238,6 +251,26 @@ func testSbcastBroadcast(t *testing.T, p pair, dirs map[*cluster.Cluster]string,
 	want := []string{"sbcast-plain 0", "sbcast-lz4 0", "sbcast-prog 0", "sbcast-excl 17 3",
 		"srun-bcast 0", "srun-bcast-lz4 0", "srun-prog 0"}
 	work := "<DIR>/work/" + cluster.TestUser + "/sbcast/dst"
+	// --send-libs (ldd's libc.so.6 and ld-linux-x86-64.so.2, no path excluded). 22.05:
+	// srun's libraries land in each node's <copy>_libs, first in the tasks'
+	// LD_LIBRARY_PATH; sbcast -f makes dst/printenv_libs on one node and the three others
+	// answer EEXIST (22.05 refuses an existing directory even with --force). 24.11
+	// matches a library to its executable by name, and srun names a directory: no
+	// node finds it ("Unspecified error", SLURM_ERROR); sbcast -f takes the existing
+	// directory and sends both libraries.
+	if p.ref.Release == "22.05" {
+		want = append(want, "srun-libs 0", "sbcast-libs 17 3")
+		for i := range 4 {
+			want = append(want, fmt.Sprintf("%s/libs/slurm_bcast_<JOB>.3_<NODE>%d_libs", work, i+1))
+		}
+	} else {
+		want = append(want, "srun-libs 1", "sbcast-libs 0 0",
+			"srun: error: Broadcast of '/lib/x86_64-linux-gnu/libc.so.6' failed",
+			"srun: fatal: Failed to broadcast '<DIR>/work/"+cluster.TestUser+"/sbcast/src/printenv'. Step launch aborted.")
+		for i := range 4 {
+			want = append(want, fmt.Sprintf("srun: error: REQUEST_FILE_BCAST(<NODE>%d): Unspecified error", i+1))
+		}
+	}
 	for i := range 4 {
 		n := fmt.Sprintf("<NODE>%d", i+1)
 		want = append(want,
@@ -246,6 +279,47 @@ func testSbcastBroadcast(t *testing.T, p pair, dirs map[*cluster.Cluster]string,
 			fmt.Sprintf("prog %d on %s as %s from %s/prog", i, n, cluster.TestUser, work))
 	}
 	wantJobLines(t, p, lines[p.ref], lines[p.sut], want)
+	// What --send-libs left: every file under dst/libs and dst/printenv_libs with its
+	// permission bits, owner, size and digest, the same on both clusters.
+	trees := map[*cluster.Cluster][]string{}
+	for _, c := range p.both() {
+		norm := normalizer(c, map[string]string{jobs[c]: "<JOB>"})
+		for _, sub := range []string{"libs", "printenv_libs"} {
+			root := filepath.Join(dirs[c], "dst", sub)
+			err := filepath.WalkDir(root, func(path string, e os.DirEntry, err error) error {
+				if err != nil || e.IsDir() {
+					return err
+				}
+				var st syscall.Stat_t
+				if err := syscall.Stat(path, &st); err != nil {
+					return err
+				}
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(dirs[c], path)
+				trees[c] = append(trees[c], fmt.Sprintf("%s %o %d:%d %d %x", norm(rel), st.Mode&0o7777, st.Uid, st.Gid, st.Size, sha256.Sum256(b)))
+				return nil
+			})
+			if err != nil {
+				t.Errorf("%s: %v", p.label(c), err)
+			}
+		}
+		slices.Sort(trees[c])
+	}
+	if !slices.Equal(trees[p.ref], trees[p.sut]) {
+		t.Errorf("--send-libs copies differ:\nreference:\n  %s\nunder test:\n  %s", strings.Join(trees[p.ref], "\n  "), strings.Join(trees[p.sut], "\n  "))
+	}
+	// 22.05: 4 per-node executables and their 2 libraries each; 24.11: the executables
+	// and sbcast's 2 libraries.
+	files := 4 + 4*2
+	if p.ref.Release != "22.05" {
+		files = 4 + 2
+	}
+	if n := len(trees[p.ref]); n != files {
+		t.Errorf("%s: %d files from --send-libs, want %d:\n  %s", p.label(p.ref), n, files, strings.Join(trees[p.ref], "\n  "))
+	}
 }
 
 // sbcastAnswer is a node's reply to one raw REQUEST_FILE_BCAST.

@@ -98,7 +98,6 @@ type libdir struct {
 	uid, job, step uint32
 	dir            string
 	exe            string // the executable's path (matched from 24.11)
-	credID         string
 	last           time.Time
 }
 
@@ -132,7 +131,7 @@ func (s *Server) Serve(ctx context.Context, r Request) Result {
 	key := fileKey{uid: r.UID, job: a.job, fname: fname}
 	if m.BlockNo == 1 {
 		log.Info("sbcast", "fname", fname, "block_no", m.BlockNo)
-		if rc := s.register(ctx, a, m, key); rc != 0 {
+		if rc := s.register(ctx, r.Version, a, m, key); rc != 0 {
 			return Result{RC: rc}
 		}
 	} else {
@@ -191,10 +190,10 @@ func (s *Server) destination(version uint16, a credArgs, m *slurmproto.FileBcast
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, l := range s.libdirs {
+			// The first match, as stock: in 22.05 an earlier sbcast
+			// --send-libs of the job whose credential named the same step
+			// takes the libraries.
 			if l.uid == a.uid && l.job == a.job && l.step == a.step && (version < slurmproto.Version2411 || l.exe == exe) {
-				if l.credID != a.id {
-					break
-				}
 				l.last = s.now()
 				return l.dir + "/" + fname, 0
 			}
@@ -215,7 +214,7 @@ func (s *Server) defaultName(a credArgs) string {
 
 // register opens the file of a first block as the user
 // (_file_bcast_register_file); the answer to a failed open is its errno.
-func (s *Server) register(ctx context.Context, a credArgs, m *slurmproto.FileBcast, key fileKey) uint32 {
+func (s *Server) register(ctx context.Context, version uint16, a credArgs, m *slurmproto.FileBcast, key fileKey) uint32 {
 	gids := a.gids
 	if len(gids) == 0 {
 		gids = lookupGroups(a.uid, a.user)
@@ -230,7 +229,8 @@ func (s *Server) register(ctx context.Context, a credArgs, m *slurmproto.FileBca
 		}
 		if m.Flags&slurmproto.FileBcastExe != 0 {
 			dir = key.fname + "_libs"
-			if err := mkdirAs(t.cred(), dir, force); err != nil {
+			// 24.11 on accept an existing directory with --force; 22.05 never.
+			if err := mkdirAs(t.cred(), dir, force && version >= slurmproto.Version2411); err != nil {
 				f.Close()
 				return fmt.Errorf("unable to create directory %s: %w", dir, err)
 			}
@@ -250,7 +250,7 @@ func (s *Server) register(ctx context.Context, a credArgs, m *slurmproto.FileBca
 	}
 	s.files[key] = t
 	if dir != "" {
-		s.libdirs = append(s.libdirs, &libdir{uid: a.uid, job: a.job, step: a.step, dir: dir, exe: key.fname, credID: a.id, last: s.now()})
+		s.libdirs = append(s.libdirs, &libdir{uid: a.uid, job: a.job, step: a.step, dir: dir, exe: key.fname, last: s.now()})
 	}
 	s.mu.Unlock()
 	return 0

@@ -357,3 +357,21 @@ func TestServe_Token(t *testing.T) {
 		})
 	}
 }
+
+// TestServe_SendLibsDirExists: an executable's _libs directory that exists
+// already fails the transfer in 22.05 (EEXIST), even with --force; 24.11
+// takes it with --force.
+func TestServe_SendLibsDirExists(t *testing.T) {
+	for v, want := range map[uint16]Result{slurmproto.Version2205: {RC: slurmproto.EEXIST}, slurmproto.Version2411: {}} {
+		t.Run(slurmproto.ReleaseName(v), func(t *testing.T) {
+			e := newEnv(t)
+			exe := filepath.Join(e.dir, "prog")
+			if err := os.Mkdir(exe+"_libs", 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if r := e.send(t, v, blocks(t, []byte("ELF"), 512, false, exe, slurmproto.FileBcastExe|slurmproto.FileBcastForce, e.cred(t, v, nil))); r != want {
+				t.Fatalf("answer %+v, want %+v", r, want)
+			}
+		})
+	}
+}

@@ -34,12 +34,13 @@ func openAs(c proc.Cred, path string, force bool) (*os.File, error) {
 	return f, err
 }
 
-// mkdirAs makes the 0700 library directory of --send-libs as the user; with
-// force one that exists is fine (24.11's _open_as_other, make_dir).
-func mkdirAs(c proc.Cred, dir string, force bool) error {
+// mkdirAs makes the 0700 library directory of --send-libs as the user;
+// with existingOK one that exists is fine (24.11's _open_as_other, make_dir
+// with force).
+func mkdirAs(c proc.Cred, dir string, existingOK bool) error {
 	return proc.DoAs(c, -1, func() error {
 		err := unix.Mkdir(dir, 0o700)
-		if err != nil && force && errors.Is(err, unix.EEXIST) {
+		if err != nil && existingOK && errors.Is(err, unix.EEXIST) {
 			return nil
 		}
 		return err
