@@ -262,32 +262,44 @@ func testSbcastBroadcast(t *testing.T, p pair, dirs map[*cluster.Cluster]string,
 	want := []string{"sbcast-plain 0", "sbcast-lz4 0", "sbcast-prog 0", "sbcast-excl 17 3",
 		"srun-bcast 0", "srun-bcast-lz4 0", "srun-prog 0"}
 	work := "<DIR>/work/" + cluster.TestUser + "/sbcast/dst"
-	// --send-libs (ldd's libc.so.6 and ld-linux-x86-64.so.2, no path excluded). 22.05:
-	// srun's libraries land in each node's <copy>_libs, first in the tasks'
-	// LD_LIBRARY_PATH; sbcast -f makes dst/printenv_libs on one node and the three others
-	// answer EEXIST (22.05 refuses an existing directory even with --force). 24.11
-	// matches a library to its executable by name, and srun names a directory: no
-	// node finds it ("Unspecified error", SLURM_ERROR); sbcast -f takes the existing
-	// directory and sends both libraries.
-	if p.ref.Release == "22.05" {
-		want = append(want, "srun-libs 0", "sbcast-libs 17 3")
-		for i := range 4 {
-			want = append(want, fmt.Sprintf("%s/libs/slurm_bcast_<JOB>.3_<NODE>%d_libs", work, i+1))
-		}
-	} else {
-		want = append(want, "srun-libs 1", "sbcast-libs 0 0",
-			"srun: error: Broadcast of '/lib/x86_64-linux-gnu/libc.so.6' failed",
-			"srun: fatal: Failed to broadcast '<DIR>/work/"+cluster.TestUser+"/sbcast/src/printenv'. Step launch aborted.")
-		for i := range 4 {
-			want = append(want, fmt.Sprintf("srun: error: REQUEST_FILE_BCAST(<NODE>%d): Unspecified error", i+1))
-		}
-	}
 	for i := range 4 {
 		n := fmt.Sprintf("<NODE>%d", i+1)
 		want = append(want,
 			fmt.Sprintf("prog %d on %s as %s from %s/bin/slurm_bcast_<JOB>.0_%s", i, n, cluster.TestUser, work, n),
 			fmt.Sprintf("prog %d on %s as %s from %s/binz/slurm_bcast_<JOB>.1_%s", i, n, cluster.TestUser, work, n),
 			fmt.Sprintf("prog %d on %s as %s from %s/prog", i, n, cluster.TestUser, work))
+	}
+	// --send-libs (ldd's libc.so.6 and ld-linux-x86-64.so.2, no path excluded). srun's
+	// libraries land in each node's <copy>_libs, first in the tasks' LD_LIBRARY_PATH,
+	// except in 24.11, which matches a library to its executable by name while srun
+	// names a directory: no node finds it ("Unspecified error", SLURM_ERROR; 26.05
+	// expands the name first). sbcast -f's dst/printenv_libs: 22.05 refuses an existing
+	// directory even with --force, so one node makes it and three answer EEXIST (and
+	// no library is sent); from 24.11 every node takes it and both libraries arrive.
+	libPaths := func() {
+		want = append(want, "srun-libs 0")
+		for i := range 4 {
+			want = append(want, fmt.Sprintf("%s/libs/slurm_bcast_<JOB>.3_<NODE>%d_libs", work, i+1))
+		}
+	}
+	files := 4 // the per-node executables
+	switch p.ref.Release {
+	case "22.05":
+		libPaths()
+		want = append(want, "sbcast-libs 17 3")
+		files += 4 * 2
+	case "24.11":
+		want = append(want, "srun-libs 1", "sbcast-libs 0 0",
+			"srun: error: Broadcast of '/lib/x86_64-linux-gnu/libc.so.6' failed",
+			"srun: fatal: Failed to broadcast '<DIR>/work/"+cluster.TestUser+"/sbcast/src/printenv'. Step launch aborted.")
+		for i := range 4 {
+			want = append(want, fmt.Sprintf("srun: error: REQUEST_FILE_BCAST(<NODE>%d): Unspecified error", i+1))
+		}
+		files += 2
+	default:
+		libPaths()
+		want = append(want, "sbcast-libs 0 0")
+		files += 4*2 + 2
 	}
 	wantJobLines(t, p, lines[p.ref], lines[p.sut], want)
 	// What --send-libs left: every file under dst/libs and dst/printenv_libs with its
@@ -321,12 +333,6 @@ func testSbcastBroadcast(t *testing.T, p pair, dirs map[*cluster.Cluster]string,
 	}
 	if !slices.Equal(trees[p.ref], trees[p.sut]) {
 		t.Errorf("--send-libs copies differ:\nreference:\n  %s\nunder test:\n  %s", strings.Join(trees[p.ref], "\n  "), strings.Join(trees[p.sut], "\n  "))
-	}
-	// 22.05: 4 per-node executables and their 2 libraries each; 24.11: the executables
-	// and sbcast's 2 libraries.
-	files := 4 + 4*2
-	if p.ref.Release != "22.05" {
-		files = 4 + 2
 	}
 	if n := len(trees[p.ref]); n != files {
 		t.Errorf("%s: %d files from --send-libs, want %d:\n  %s", p.label(p.ref), n, files, strings.Join(trees[p.ref], "\n  "))
