@@ -12,6 +12,9 @@
 //   - srun --bcast=<dir>/: each node writes its own slurm_bcast_<job>.<step>_<node>
 //     and the step manager execs that copy: per-node files, checked one by one.
 //
+// Then --send-libs (srun, then sbcast) of a dynamic executable, whose outcome differs
+// per release (see testSbcastBroadcast).
+//
 // One batch job of tieeuser per cluster (4 nodes) does the broadcasting; the test then
 // checks bytes, permission bits, owner and times (--preserve; srun --bcast always
 // preserves) against the source, on both clusters. The source's atime lies in the
@@ -362,8 +365,8 @@ func sbcastAnswer(t *testing.T, rp rawPeer, v uint16, m *slurmproto.FileBcast) u
 }
 
 // rootSbcastCred is an sbcast credential for root's job on node, signed as
-// slurmctld signs it (munge as root, or a token of the cluster's key); spoil, if
-// set, changes it before (resign) or after signing.
+// slurmctld signs it (munge as root, or a token of the cluster's key); mod, if set,
+// changes the token signer's config (another key, another clock).
 func rootSbcastCred(t *testing.T, c *cluster.Cluster, rp rawPeer, job uint32, node string, expires time.Time, mod func(cfg *authslurm.Config)) *slurmproto.SbcastCred {
 	t.Helper()
 	v := c.ProtocolVersion
