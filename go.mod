@@ -6,8 +6,10 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/cloudflare/circl v1.6.5
 	github.com/creack/pty v1.1.24
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/panjf2000/gnet/v2 v2.9.7
+	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/spf13/pflag v1.0.6
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
@@ -20,7 +22,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/fatih/color v1.13.0 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.14 // indirect

@@ -397,7 +397,9 @@ func (d *Daemon) run(parent context.Context) error {
 		d.log.Error("step manager binary missing: jobs cannot start here", "path", stepd, "error", err, "hint", "make build, or set "+StepdEnv)
 	}
 	d.jobs = jobmgr.New(d.config, d.ctld, d.auth, func() int { return int(d.hardware().CPUs) }, stepd, d, d.log)
-	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(d.jobs, d.privileged))
+	bc := d.newBcast()
+	d.jobs.SetLibDirs(bc.LibDirs)
+	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(bcastJobs{Jobs: d.jobs, bcast: bc}, d.privileged), handlers.BcastRoutes(bc))
 	d.disp = rpc.New(d.auth, routes, fwd, d.settings(cfg), d.log)
 	d.disp.OnCtldMessage = func() { d.lastCtldMsg.Store(time.Now().Unix()) }
 

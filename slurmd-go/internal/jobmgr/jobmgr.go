@@ -61,6 +61,9 @@ type Manager struct {
 	log       hclog.Logger
 	auth      auth.Authenticator // verifies step credentials' signatures
 	nodeCPUs  func() int         // this node's CPU count as registered (conf->cpus)
+	// libDirs returns the --send-libs directories of a step's broadcast
+	// executables (SetLibDirs; nil: none).
+	libDirs func(uid, job, step uint32) []string
 
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
@@ -97,6 +100,10 @@ func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCP
 		terminating: map[uint32]bool{},
 	}
 }
+
+// SetLibDirs sets where a launch finds the library directories that
+// sbcast/srun --send-libs made for its step. Call before serving.
+func (m *Manager) SetLibDirs(f func(uid, job, step uint32) []string) { m.libDirs = f }
 
 // Wait blocks until background work has finished or ctx ends (daemon exit).
 func (m *Manager) Wait(ctx context.Context) {

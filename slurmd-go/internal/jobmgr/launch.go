@@ -2,6 +2,7 @@ package jobmgr
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/credverify"
@@ -98,6 +99,7 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 	if len(c.Gids) > 0 {
 		msg.Gids = c.Gids
 	}
+	m.libdirFixup(version, msg)
 	msg.NodeCPUs = uint16(chk.StepCPUs)
 	msg.JobCoreSpec = c.JobCoreSpec
 	if chk.JobMemMiB != 0 {
@@ -140,4 +142,28 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 		m.terminateSteps(ctx, msg.StepID.JobID)
 	}
 	return 0
+}
+
+// libdirFixup puts the step's --send-libs directories first in the tasks'
+// LD_LIBRARY_PATH (_handle_libdir_fixup): 22.05 takes the first directory,
+// 24.11 on all of them.
+func (m *Manager) libdirFixup(version uint16, msg *slurmproto.LaunchTasks) {
+	if m.libDirs == nil {
+		return
+	}
+	dirs := m.libDirs(msg.UID, msg.StepID.JobID, msg.StepID.StepID)
+	if len(dirs) == 0 {
+		return
+	}
+	if version < slurmproto.Version2411 {
+		dirs = dirs[:1]
+	}
+	path := strings.Join(dirs, ":")
+	for i, e := range msg.Env {
+		if v, ok := strings.CutPrefix(e, "LD_LIBRARY_PATH="); ok {
+			msg.Env[i] = "LD_LIBRARY_PATH=" + path + ":" + v
+			return
+		}
+	}
+	msg.Env = append(msg.Env, "LD_LIBRARY_PATH="+path)
 }

@@ -347,6 +347,10 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 	env := s.taskEnv(t, pid)
 	if len(argv) > 0 {
 		argv[0] = resolvePath(argv[0], env, s.cwd)
+		if strings.HasSuffix(argv[0], "/") {
+			// srun --bcast=<dir>/: the copy slurmd wrote under its per-node name.
+			argv[0] += stepapi.BcastFileName(s.id.JobID, s.id.StepID, s.spec.NodeName)
+		}
 		s.mu.Lock()
 		t.argv0 = argv[0] // for sattach's reply
 		s.mu.Unlock()
