@@ -33,6 +33,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pidfile"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
@@ -110,6 +111,8 @@ type Daemon struct {
 
 // Main runs the daemon for the command line flags and returns the exit code.
 func Main(ctx context.Context, f config.Flags) int {
+	// slurmd's closeall(3): what the daemon inherited never reaches a job.
+	_ = proc.CloseInherited(3)
 	if f.PrintVersion {
 		fmt.Println("slurm " + versionString(slurmproto.Spoken()[0]))
 		return 0

@@ -67,6 +67,9 @@ func Task() int {
 	f := os.NewFile(taskConfigFD, "config")
 	b, err := readFrameFrom(f)
 	f.Close()
+	// The job, its TaskProlog and TaskEpilog get fds 0-2 only, as stock's
+	// tasks do: whatever else this helper holds closes at exec.
+	_ = proc.CloseOnExecFrom(taskConfigFD)
 	var c taskConfig
 	if err == nil {
 		err = json.Unmarshal(b, &c)
