@@ -191,7 +191,7 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 		}
 	}
 	d.auth = a
-	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
+	hw, err := hostinfo.Probe(cfg.TmpFS)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: probe hardware: %w", err)
 	}
@@ -562,7 +562,7 @@ func (d *Daemon) reloadAs(version uint16) error {
 	if cfg.Port != old.Port {
 		d.log.Warn("the port changed in slurm.conf; restart the daemon to move to it", "old", old.Port, "new", cfg.Port)
 	}
-	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
+	hw, err := hostinfo.Probe(cfg.TmpFS)
 	if err != nil {
 		return fmt.Errorf("cannot probe hardware: %w", err)
 	}

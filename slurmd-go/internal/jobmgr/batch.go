@@ -168,7 +168,7 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		PropagateResourceLimitsExcept: c.PropagateResourceLimitsExcept,
 		TaskProlog:                    c.TaskProlog,
 		TaskEpilog:                    c.TaskEpilog,
-		TmpFS:                         c.TmpFS,
+		TmpFS:                         cfg.TmpFS,
 		LogFile:                       cfg.LogFile,
 		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
 		WorkingCluster:                workingCluster(version, c.ClusterName, ctldHost, c.SlurmctldPort, selectID),
