@@ -289,6 +289,11 @@ func (t *taskRun) runTaskProlog(path, name string) int {
 	cmd.Env = t.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// run_command: stdin /dev/null opened read-write, stdout and stderr one pipe.
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		defer null.Close()
+		cmd.Stdin = null
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := cmd.Run()
 	var ee *exec.ExitError
