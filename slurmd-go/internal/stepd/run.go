@@ -369,6 +369,12 @@ func (s *Step) runAsUser(path string, env Env, maxWait time.Duration) (int, erro
 		return 0, err
 	}
 	cmd := exec.Command(self, stepapi.CmdTask)
+	// slurmstepd's own stdin and stdout, which the script inherits, are one
+	// /dev/null opened read-write (slurmstepd.c dups slurmd's onto both).
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		defer null.Close()
+		cmd.Stdin, cmd.Stdout = null, null
+	}
 	s.mu.Lock()
 	cmd.Stderr = s.stderr
 	s.mu.Unlock()
