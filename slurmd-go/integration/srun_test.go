@@ -91,8 +91,10 @@ func srunOptions(impl string) cluster.Options {
 
 // TestSrun is the srun acceptance suite on one pair of clusters.
 func TestSrun(t *testing.T) {
-	p := startPair(t, srunOptions)
+	p := startPair(t, tmpFSOptions(t, srunOptions))
 	concurrently(t,
+		subtest{"TmpFSPerNode", func(t *testing.T) { testTmpFSPerNode(t, p) }},
+		subtest{"TaskEpilogBound", func(t *testing.T) { testSrunTaskEpilogBound(t, p) }},
 		subtest{"root", func(t *testing.T) { testSrunAsUser(t, p, "root") }},
 		subtest{cluster.TestUser, func(t *testing.T) { testSrunAsUser(t, p, cluster.TestUser) }},
 		subtest{"BatchStep4Nodes", func(t *testing.T) { testSrunBatchStep(t, p) }},
@@ -125,6 +127,7 @@ func testSrunAsUser(t *testing.T, p pair, user string) {
 		subtest{"LabelledFiles", func(t *testing.T) { testSrunLabelledFiles(t, p, user) }},
 		subtest{"FilePatterns", func(t *testing.T) { testSrunFilePatterns(t, p, user) }},
 		subtest{"LeaderExitsFirst", func(t *testing.T) { testSrunLeaderExitsFirst(t, p, user) }},
+		subtest{"Descriptors", func(t *testing.T) { testSrunDescriptors(t, p, user) }},
 	)
 }
 

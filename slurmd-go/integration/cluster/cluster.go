@@ -686,6 +686,10 @@ func (c *Cluster) StartDynamicNode(t testing.TB, name, conf string) {
 	c.startNodeProc(t, name, args)
 }
 
+// StrayHighFD is the higher of the two descriptors (3 and this) every node daemon
+// inherits from the harness, open on /dev/null without close-on-exec.
+const StrayHighFD = 250
+
 func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
 	t.Helper()
 	c.mu.Lock()
@@ -699,6 +703,15 @@ func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+	// Every node daemon inherits two stray descriptors, as one started from a
+	// shell or a service manager does: a node daemon must keep them from its jobs.
+	stray, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	defer stray.Close()
+	cmd.ExtraFiles = make([]*os.File, StrayHighFD-2)
+	cmd.ExtraFiles[0], cmd.ExtraFiles[StrayHighFD-3] = stray, stray
 	p, err := startProc(c.sp, name, c.NodeOut(name), append(daemonEnv(), c.opts.DaemonEnv...), cmd)
 	if err != nil {
 		t.Fatalf("%v", err)

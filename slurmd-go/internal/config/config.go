@@ -35,7 +35,10 @@ type Config struct {
 	SpoolDir   string
 	PidFile    string
 	LogFile    string
-	CtldHosts  []string // host:port, primary first
+	// TmpFS is slurm.conf's TmpFS with %h and %n expanded for this node,
+	// as slurmd measures TmpDisk on it.
+	TmpFS     string
+	CtldHosts []string // host:port, primary first
 
 	// MultipleSlurmd is set when other NodeNames in slurm.conf share our
 	// address: several node daemons on one host share one munged, so a
@@ -113,6 +116,7 @@ func Resolve(f Flags, conf *slurmconf.Config) (*Config, error) {
 	c.SpoolDir = slurmconf.ExpandPath(conf.SlurmdSpoolDir, c.NodeName, host)
 	c.PidFile = slurmconf.ExpandPath(conf.SlurmdPidFile, c.NodeName, host)
 	c.LogFile = slurmconf.ExpandPath(conf.SlurmdLogFile, c.NodeName, host)
+	c.TmpFS = slurmconf.ExpandPath(conf.TmpFS, c.NodeName, host)
 	if f.LogFile != "" {
 		c.LogFile = f.LogFile
 	}

@@ -128,3 +128,29 @@ func TestLoad_CgroupConf(t *testing.T) {
 		t.Errorf("first line %q, want %q", pe.Lines()[0], want)
 	}
 }
+
+// TestLoad_PathsPerNode: every path slurmd expands (slurm_conf_expand_slurmd_path:
+// TmpFS, SlurmdSpoolDir, SlurmdPidFile, SlurmdLogFile) gets this node's name for
+// its first %n and the host's short name for its first %h.
+func TestLoad_PathsPerNode(t *testing.T) {
+	conf := strings.Replace(testConf, "SlurmUser=root\n", "SlurmUser=root\nTmpFS=/scratch/%n/%h/%n\n", 1)
+	conf = strings.Replace(conf, "SlurmdSpoolDir=/var/spool/tiee/%n", "SlurmdSpoolDir=/var/spool/%h/%n", 1)
+	cfg, err := Load(Flags{ConfFile: writeConf(t, conf), NodeName: "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Hostname
+	for _, c := range []struct{ key, got, want string }{
+		{"TmpFS", cfg.TmpFS, "/scratch/n2/" + h + "/%n"},
+		{"SlurmdSpoolDir", cfg.SpoolDir, "/var/spool/" + h + "/n2"},
+		{"SlurmdPidFile", cfg.PidFile, "/run/tiee/n2.pid"},
+		{"SlurmdLogFile", cfg.LogFile, "/var/log/tiee/n2.log"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+	if cfg.Conf.TmpFS != "/scratch/%n/%h/%n" {
+		t.Errorf("slurm.conf's TmpFS changed to %q: slurmctld's value is the pattern", cfg.Conf.TmpFS)
+	}
+}

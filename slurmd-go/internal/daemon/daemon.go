@@ -33,6 +33,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pidfile"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
@@ -110,6 +111,8 @@ type Daemon struct {
 
 // Main runs the daemon for the command line flags and returns the exit code.
 func Main(ctx context.Context, f config.Flags) int {
+	// slurmd's closeall(3): what the daemon inherited never reaches a job.
+	_ = proc.CloseInherited(3)
 	if f.PrintVersion {
 		fmt.Println("slurm " + versionString(slurmproto.Spoken()[0]))
 		return 0
@@ -188,7 +191,7 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 		}
 	}
 	d.auth = a
-	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
+	hw, err := hostinfo.Probe(cfg.TmpFS)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: probe hardware: %w", err)
 	}
@@ -561,7 +564,7 @@ func (d *Daemon) reloadAs(version uint16) error {
 	if cfg.Port != old.Port {
 		d.log.Warn("the port changed in slurm.conf; restart the daemon to move to it", "old", old.Port, "new", cfg.Port)
 	}
-	hw, err := hostinfo.Probe(cfg.Conf.TmpFS)
+	hw, err := hostinfo.Probe(cfg.TmpFS)
 	if err != nil {
 		return fmt.Errorf("cannot probe hardware: %w", err)
 	}

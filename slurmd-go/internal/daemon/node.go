@@ -296,7 +296,7 @@ func printConfig(cfg *config.Config) int {
 	tmpFS := ""
 	name := ""
 	if cfg != nil {
-		tmpFS, name = cfg.Conf.TmpFS, cfg.NodeName
+		tmpFS, name = cfg.TmpFS, cfg.NodeName
 	}
 	hw, err := hostinfo.Probe(tmpFS)
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 // Jobs is what the job RPCs need from the job manager.
 type Jobs interface {
 	AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32
-	StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch)
+	// StartBatch goes on with an accepted launch once its answer was sent
+	// (replyErr nil) or could not be (the launch is aborted).
+	StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch, replyErr error)
 	LaunchProlog(msg *slurmproto.LaunchProlog)
 	Terminate(req *slurmproto.KillJob, uid uint32) uint32
 	Timelimit(req *slurmproto.KillJob, uid uint32)
@@ -37,9 +39,12 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 				return rpc.RC(rc), nil
 			}
 			// Reply now, launch in the background: Prolog may be slow and
-			// slurmctld only waits MessageTimeout.
-			j.StartBatch(req.Header.Version, req.RawBody, m)
-			return rpc.RC(0), nil
+			// slurmctld only waits MessageTimeout. As slurmd, launch only
+			// once slurmctld has the answer.
+			version, raw := req.Header.Version, req.RawBody
+			rep := rpc.RC(0)
+			rep.Sent = func(err error) { j.StartBatch(version, raw, m, err) }
+			return rep, nil
 		}},
 		slurmproto.RequestLaunchTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			// srun waits for the step manager: answered once it is ready.

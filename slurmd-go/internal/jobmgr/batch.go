@@ -50,10 +50,15 @@ func (m *Manager) stepsOfLocked(jobID, stepID uint32) []stepapi.StepRef {
 	return out
 }
 
-// StartBatch runs Prolog (unless PrologFlags=Alloc ran it already) and
-// starts the step manager; failures are reported to slurmctld as slurmd
-// does (requeue held, node drained for Prolog failures).
-func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch) {
+// StartBatch is the rest of the batch launch once its answer (RC 0) went
+// out: replyErr says whether slurmctld got it. Delivered, it runs Prolog
+// (unless PrologFlags=Alloc ran it already) and starts the step manager;
+// failures are reported to slurmctld as slurmd does (requeue held, node
+// drained for Prolog failures). Undelivered, slurmctld no longer waits for
+// this launch (its agent gave up and requeues it): as stock, nothing runs,
+// the job is requeued held as a failed launch and the next registration
+// carries SLURM_COMMUNICATIONS_SEND_ERROR (req.c _rpc_batch_job).
+func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch, replyErr error) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -65,6 +70,14 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 			}
 		}()
 		ctx := context.Background()
+		if replyErr != nil {
+			m.log.Error("Could not confirm batch launch, aborting request", "job_id", msg.JobID, "error", replyErr)
+			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), slurmproto.SlurmCommunicationsSendError)
+			if m.reg != nil {
+				m.reg.RegisterWithStatus(slurmproto.SlurmCommunicationsSendError)
+			}
+			return
+		}
 		rc, prologRan := m.startBatch(ctx, version, raw, msg)
 		if rc != 0 {
 			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
@@ -168,7 +181,7 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		PropagateResourceLimitsExcept: c.PropagateResourceLimitsExcept,
 		TaskProlog:                    c.TaskProlog,
 		TaskEpilog:                    c.TaskEpilog,
-		TmpFS:                         c.TmpFS,
+		TmpFS:                         cfg.TmpFS,
 		LogFile:                       cfg.LogFile,
 		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
 		WorkingCluster:                workingCluster(version, c.ClusterName, ctldHost, c.SlurmctldPort, selectID),

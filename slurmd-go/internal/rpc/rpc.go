@@ -236,8 +236,16 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 		log.Debug("request failed", "uid", cred.UID, "error", err)
 		rep = Reply{Body: slurmproto.ReturnCode{RC: ErrorToRC(err)}, Sent: rep.Sent}
 	}
-	if rep.Sent != nil {
-		rpcserver.OnReplySent(ctx, rep.Sent)
+	if rep.Sent != nil && !rpcserver.OnReplySent(ctx, rep.Sent) {
+		// No rpcserver writes this reply (a direct Serve): it is as sent
+		// as it will be once built.
+		out := d.finish(ctx, h, pending, rep.Body, rep.Copy, cred.UID, kind, peer)
+		var err error
+		if out == nil {
+			err = rpcserver.ErrNotSent
+		}
+		go rep.Sent(err)
+		return out
 	}
 	return d.finish(ctx, h, pending, rep.Body, rep.Copy, cred.UID, kind, peer)
 }

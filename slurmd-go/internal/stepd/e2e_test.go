@@ -645,3 +645,55 @@ func TestE2E_TaskPrologEpilog(t *testing.T) {
 		t.Errorf("output %q, want %q", got, want)
 	}
 }
+
+// TestE2E_Descriptors: a batch script and its TaskProlog and TaskEpilog
+// hold fds 0-2 only, as stock's do, although the process that launched the
+// step manager holds descriptors without close-on-exec (as a daemon
+// started from a shell inherits them): one low, one at 250.
+func TestE2E_Descriptors(t *testing.T) {
+	requireRoot(t)
+	ctld := newFakeCtld(t, realMunge(t))
+	uid, gid, name, home := testUser(t)
+	work := userDir(t, uid, gid)
+	scripts := userDir(t, 0, 0)
+	for _, target := range []int{-1, 250} {
+		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0) // no O_CLOEXEC
+		if err != nil {
+			t.Fatal(err)
+		}
+		if target > 0 {
+			if err := syscall.Dup2(fd, target); err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(fd)
+			fd = target
+		}
+		t.Cleanup(func() { syscall.Close(fd) })
+	}
+	// ls's own directory descriptor is the 3 of each listing.
+	list := func(who string) string {
+		return "echo " + who + " $(ls /proc/self/fd)\n"
+	}
+	prolog := filepath.Join(scripts, "task_prolog")
+	epilog := filepath.Join(scripts, "task_epilog")
+	_ = os.WriteFile(prolog, []byte("#!/bin/sh\necho print $(ls /proc/self/fd)\n"), 0o755)
+	_ = os.WriteFile(epilog, []byte("#!/bin/sh\n"+strings.TrimSuffix(list("epilog"), "\n")+" >&2\n"), 0o755)
+	id := jobID()
+	launch(t, ctld, t.TempDir(), jobOpts{JobID: id, UID: uid, GID: gid, UserName: name, PwDir: home, WorkDir: work,
+		Script: "#!/bin/sh\n" + list("script")},
+		func(s *stepapi.StartSpec) { s.TaskProlog, s.TaskEpilog = prolog, epilog })
+	if c := ctld.waitComplete(t, id, 30*time.Second); c.JobRC != 0 {
+		t.Errorf("job_rc %#x", c.JobRC)
+	}
+	out := filepath.Join(work, fmt.Sprintf("slurm-%d.out", id))
+	// The prolog's own listing runs in a command substitution: its stdout
+	// is the substitution's pipe, still fd 1.
+	want := "0 1 2 3\nscript 0 1 2 3\nepilog 0 1 2 3\n"
+	deadline := time.Now().Add(10 * time.Second)
+	for readFile(t, out) != want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := readFile(t, out); got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}

@@ -335,13 +335,19 @@ func (s *Step) taskEpilog() {
 	env := append(Env(nil), s.env...)
 	env.Setenvf("SLURM_SCRIPT_CONTEXT", "epilog_task")
 	env.Setenvf("SLURMD_NODENAME", s.spec.NodeName)
-	s.runEpilogScript(s.spec.TaskEpilog, "--task-epilog", env)
+	s.runEpilogScript(s.spec.TaskEpilog, "--task-epilog", env, 0)
 }
 
-// runEpilogScript runs a task epilog as the user and reports its failure
-// on the job's stderr with failure as stock names it.
-func (s *Step) runEpilogScript(path, failure string, env Env) {
-	st, err := s.runAsUser(path, env)
+// UserTaskEpilogTimeout bounds srun's --task-epilog: slurmstepd waits 5
+// seconds, then kills its process group (mgr.c _run_script_as_user with
+// max_wait 5, every release). slurm.conf's TaskEpilog is not bounded.
+const UserTaskEpilogTimeout = 5 * time.Second
+
+// runEpilogScript runs a task epilog as the user (bounded by maxWait
+// unless it is 0) and reports its failure on the job's stderr with failure
+// as stock names it.
+func (s *Step) runEpilogScript(path, failure string, env Env, maxWait time.Duration) {
+	st, err := s.runAsUser(path, env, maxWait)
 	if err != nil {
 		s.errorLine("executing %s: %s", path, strerror(err))
 	} else if st != 0 {
@@ -349,8 +355,11 @@ func (s *Step) runEpilogScript(path, failure string, env Env) {
 	}
 }
 
-// runAsUser runs path through the task helper in script mode and waits.
-func (s *Step) runAsUser(path string, env Env) (int, error) {
+// runAsUser runs path through the task helper in script mode and waits,
+// at most maxWait (0: no bound) before it kills the script's process
+// group. The status is the raw wait status; from 26.05 the exit code of a
+// script that exited.
+func (s *Step) runAsUser(path string, env Env, maxWait time.Duration) (int, error) {
 	self, err := s.opts.selfPath()
 	if err != nil {
 		return 0, err
@@ -360,6 +369,12 @@ func (s *Step) runAsUser(path string, env Env) (int, error) {
 		return 0, err
 	}
 	cmd := exec.Command(self, stepapi.CmdTask)
+	// slurmstepd's own stdin and stdout, which the script inherits, are one
+	// /dev/null opened read-write (slurmstepd.c dups slurmd's onto both).
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		defer null.Close()
+		cmd.Stdin, cmd.Stdout = null, null
+	}
 	s.mu.Lock()
 	cmd.Stderr = s.stderr
 	s.mu.Unlock()
@@ -384,8 +399,25 @@ func (s *Step) runAsUser(path string, env Env) (int, error) {
 	})
 	_ = writeFrameTo(cfgW, b)
 	cfgW.Close()
-	e := <-exitCh
+	var e proc.Exit
+	if maxWait > 0 {
+		timer := time.NewTimer(maxWait)
+		select {
+		case e = <-exitCh:
+		case <-timer.C:
+			s.log.Info("script ran past its time bound, killing it", "path", path, "bound", maxWait)
+			_ = proc.KillPG(pid, syscall.SIGKILL)
+			e = <-exitCh
+		}
+		timer.Stop()
+	} else {
+		e = <-exitCh
+	}
+	// Whatever it left behind dies with it, as in stock.
 	_ = proc.KillPG(pid, syscall.SIGKILL)
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 && e.Status.Exited() {
+		return e.Status.ExitStatus(), nil
+	}
 	return int(e.Status), nil
 }
 

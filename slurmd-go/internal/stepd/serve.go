@@ -18,6 +18,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/clusterauth"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -86,6 +87,10 @@ func Main(args []string) int {
 // Serve is "slurmstepd-go serve" on the fds stepapi.Launch passes: 3 the
 // spec and then the ack, 4 the report.
 func Serve(o Options) int {
+	// Nothing but fds 3 and 4 comes from the daemon on purpose; neither
+	// reaches a job, and no inherited descriptor does either.
+	_ = proc.CloseInherited(5)
+	_ = proc.CloseOnExecFrom(3)
 	_ = syscall.SetNonblock(3, true) // so the ack wait can have a deadline
 	in := os.NewFile(3, "spec")
 	rep := os.NewFile(4, "report")

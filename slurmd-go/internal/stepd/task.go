@@ -67,6 +67,9 @@ func Task() int {
 	f := os.NewFile(taskConfigFD, "config")
 	b, err := readFrameFrom(f)
 	f.Close()
+	// The job, its TaskProlog and TaskEpilog get fds 0-2 only, as stock's
+	// tasks do: whatever else this helper holds closes at exec.
+	_ = proc.CloseOnExecFrom(taskConfigFD)
 	var c taskConfig
 	if err == nil {
 		err = json.Unmarshal(b, &c)
@@ -286,6 +289,11 @@ func (t *taskRun) runTaskProlog(path, name string) int {
 	cmd.Env = t.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// run_command: stdin /dev/null opened read-write, stdout and stderr one pipe.
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		defer null.Close()
+		cmd.Stdin = null
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := cmd.Run()
 	var ee *exec.ExitError

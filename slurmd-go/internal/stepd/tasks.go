@@ -667,10 +667,10 @@ func (s *Step) stepTaskEpilogs(t *stepTask) {
 	env.Setenvf("SLURM_SCRIPT_CONTEXT", "epilog_task")
 	env.Setenvf("SLURMD_NODENAME", s.spec.NodeName)
 	if user != "" {
-		s.runEpilogScript(user, "TaskEpilog", env)
+		s.runEpilogScript(user, "TaskEpilog", env, UserTaskEpilogTimeout)
 	}
 	if s.spec.TaskEpilog != "" {
-		s.runEpilogScript(s.spec.TaskEpilog, "--task-epilog", env)
+		s.runEpilogScript(s.spec.TaskEpilog, "--task-epilog", env, 0)
 	}
 }
 
