@@ -109,12 +109,17 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		}
 		return rc, ranHere
 	}
+	userEnv, rc := m.userEnv(ctx, msg)
+	if rc != 0 {
+		return rc, false
+	}
 	if m.revoked(msg.JobID) {
 		log.Info("job killed while its prolog ran, not launching")
 		return 0, false
 	}
 	spec := m.spec(stepapi.KindBatch, version, raw)
 	spec.NodeIndex = m.nodeIndex(msg.Nodes)
+	spec.UserEnv = userEnv
 	log.Info("launching batch job", "uid", msg.UID)
 	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
 		log.Error("batch job launch failed", "error", err)
@@ -290,12 +295,13 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 }
 
 // prologFailed drains the node (a registration carrying
-// ESLURMD_PROLOG_FAILED) after the caller has told slurmctld about the job,
+// ESLURMD_PROLOG_FAILED, or ESLURMD_SETUP_ENVIRONMENT_ERROR as slurmd's
+// _rpc_batch_job sends it) after the caller has told slurmctld about the job,
 // in stock's order: from 24.11 slurmctld requeues the job on that
 // registration, and a REQUEST_COMPLETE_PROLOG that came later would no
 // longer set the job's exit code.
 func (m *Manager) prologFailed(rc uint32, ranHere bool) {
-	if ranHere && rc == slurmproto.ESlurmdPrologFailed {
+	if (ranHere && rc == slurmproto.ESlurmdPrologFailed) || rc == slurmproto.ESlurmdSetupEnvironmentError {
 		m.reg.RegisterWithStatus(rc)
 	}
 }

@@ -95,6 +95,11 @@ type StartSpec struct {
 	// registration (assoc_mgr's tres list), in its order: from 24.11 a
 	// step's completion carries an accounting record over them.
 	TRESIDs []uint32 `json:"tres_ids,omitempty"`
+	// UserEnv is the batch job's user's login environment, loaded by the
+	// daemon for SLURM_GET_USER_ENV=1 (sbatch --get-user-env,
+	// --export=NONE); the launch's environment is merged over it. Absent
+	// otherwise, or when it could not be loaded.
+	UserEnv []string `json:"user_env,omitempty"`
 	// LaunchBody is the REQUEST_BATCH_JOB_LAUNCH body exactly as received
 	// (user_name and gids are taken from its credential), or the
 	// REQUEST_LAUNCH_TASKS body as slurmd-go completed it from the verified

@@ -138,6 +138,7 @@ func newStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, error
 		ClusterName: spec.ClusterName, NodeName: spec.NodeName,
 		TopologyAddr: spec.TopologyAddr, TopologyPattern: spec.TopologyPattern,
 		PackNodes: spec.PackNodes, Version: spec.ProtocolVersion,
+		UserEnv: spec.UserEnv,
 	})
 	if err := s.listen(); err != nil {
 		s.removeBatchScript()

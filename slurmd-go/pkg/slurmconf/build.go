@@ -504,6 +504,9 @@ func (b *builder) scalars() error {
 	c.JobFileAppend = b.num("JobFileAppend", 16, 0) != 0
 	c.UsePAM = b.boolean("UsePAM")
 	c.DebugFlags = b.str("DebugFlags", "")
+	c.SchedulerParameters = b.str("SchedulerParameters", "")
+	c.StateSaveLocation = b.str("StateSaveLocation", DefaultStateSaveLocation)
+	c.GetEnvTimeout = uint16(b.num("GetEnvTimeout", 16, DefaultGetEnvTimeout))
 
 	c.PropagateResourceLimitsExcept = b.str("PropagateResourceLimitsExcept", "")
 	if c.PropagateResourceLimitsExcept == "" {

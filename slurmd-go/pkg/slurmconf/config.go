@@ -46,6 +46,8 @@ const (
 	DefaultTLSType             = "tls/none" // 24.11 and 26.05
 	DefaultCgroupMountpoint    = "/sys/fs/cgroup"
 	DefaultCgroupPlugin        = "autodetect"
+	DefaultStateSaveLocation   = "/var/spool" // DEFAULT_SAVE_STATE_LOC
+	DefaultGetEnvTimeout       = 2            // DEFAULT_GET_ENV_TIMEOUT of 22.05 and 24.11
 )
 
 // LogLevel is Slurm's log level number (log_string2num).
@@ -230,6 +232,15 @@ type Config struct {
 	PropagateResourceLimitsExcept string
 	UsePAM                        bool
 	DebugFlags                    string
+	// SchedulerParameters, as given: slurmd reads its no_env_cache and
+	// requeue_setup_env_fail options (sbatch --get-user-env).
+	SchedulerParameters string
+	// StateSaveLocation ("/var/spool" by default): slurmd 22.05 and 24.11
+	// read the login environment cache from its env_cache directory.
+	StateSaveLocation string
+	// GetEnvTimeout (2 by default; defunct in 26.05): 0 makes slurmd
+	// 22.05 and 24.11 read the cache instead of running su.
+	GetEnvTimeout uint16
 
 	// Raw holds every top-level key=value given in the files (lower-cased
 	// key, last value wins), typed above or not, defunct keys excepted;
