@@ -176,6 +176,7 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TmpFS:                         c.TmpFS,
 		LogFile:                       cfg.LogFile,
 		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
+		SyslogLevel:                   syslogLevel(c.SlurmdSyslogDebug, cfg.Flags.Foreground, int(c.SlurmdDebug)+cfg.Flags.Verbose, cfg.LogFile),
 		WorkingCluster:                workingCluster(version, c.ClusterName, ctldHost, c.SlurmctldPort, selectID),
 		TopologyAddr:                  cfg.NodeName,
 		TopologyPattern:               "node",
@@ -188,6 +189,20 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TRESIDs:           m.tresIDs(),
 		LaunchBody:        raw,
 	}
+}
+
+// syslogLevel is slurmstepd's syslog level from the conf slurmd passes
+// (slurmstepd.c _init_from_slurmd).
+func syslogLevel(syslogDebug slurmconf.LogLevel, foreground bool, level int, logFile string) int {
+	switch {
+	case syslogDebug != slurmconf.LogEnd:
+		return int(syslogDebug)
+	case foreground:
+		return int(slurmconf.LogQuiet)
+	case level > int(slurmconf.LogQuiet) && logFile == "":
+		return level
+	}
+	return int(slurmconf.LogFatal)
 }
 
 // tresIDs are the ids of the TRES of the last registration's answer.

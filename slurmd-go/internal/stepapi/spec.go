@@ -73,6 +73,10 @@ type StartSpec struct {
 
 	LogFile  string `json:"log_file"`  // the daemon's log file; "" = no log
 	LogLevel int    `json:"log_level"` // Slurm level number (info 3, debug 5, ...)
+	// SyslogLevel is slurmstepd's syslog level as slurmd hands it down
+	// (SlurmdSyslogDebug; quiet in the foreground; else the log level
+	// without a log file, fatal with one); only reported, never used.
+	SyslogLevel int `json:"syslog_level,omitempty"`
 
 	// WorkingCluster is SLURM_WORKING_CLUSTER:
 	// cluster:ctldaddr:port:9728:<select plugin id>.

@@ -223,6 +223,8 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		s.log.Error("IO setup failed", "error", err)
 		return slurmproto.ESlurmdIOError, nil
 	}
+	s.jobLogInit()
+	s.stepdLog(logVerbose, "starting %d tasks", len(s.tasks))
 	exits := make(chan taskExit, len(s.tasks))
 	pgid := 0
 	// Each helper waits for its config before it execs; all are released
@@ -301,7 +303,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		}
 		b, _ := json.Marshal(s.stepTaskConfig(t, pid, umask, nice))
 		releases = append(releases, release{t: t, w: cfgW, cfg: b})
-		s.log.Debug("task forked", "task", t.gtid, "pid", pid)
+		s.stepdLog(logVerbose, "task %d (%d) started %s", t.gtid, pid, logTimestamp(time.Now()))
 	}
 	for _, r := range releases {
 		err := writeFrameTo(r.w, r.cfg)
@@ -681,7 +683,7 @@ func (s *Step) recordTaskExit(x taskExit) {
 		s.exited, s.estatus = true, int32(x.e.Status)
 	}
 	s.mu.Unlock()
-	s.log.Info("task exited", "task", x.t.gtid, "pid", x.t.pid, "status", uint32(x.e.Status))
+	s.logTaskExit(x.t.gtid, x.t.pid, x.e.Status)
 }
 
 // sendPendingExits is stepd_send_pending_exit_msgs: one MESSAGE_TASK_EXIT

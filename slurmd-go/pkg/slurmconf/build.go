@@ -385,6 +385,14 @@ func (b *builder) scalars() error {
 		}
 		c.SlurmdDebug = lvl
 	}
+	c.SlurmdSyslogDebug = LogEnd
+	if v, ok := b.p.top["slurmdsyslogdebug"]; ok {
+		lvl, ok := logLevel(v)
+		if !ok {
+			return b.invalid("slurmdsyslogdebug", "Invalid SlurmdSyslogDebug %s", v)
+		}
+		c.SlurmdSyslogDebug = lvl
+	}
 	c.SlurmdParameters = b.str("SlurmdParameters", "")
 	c.ConfigOverrides = containsFold(c.SlurmdParameters, "config_override")
 

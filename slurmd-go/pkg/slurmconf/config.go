@@ -65,6 +65,7 @@ const (
 	LogDebug3
 	LogDebug4
 	LogDebug5
+	LogEnd // LOG_LEVEL_END: "not set" (SlurmdSyslogDebug)
 )
 
 // PrologFlags is the PrologFlags bit set; values are slurm.h's PROLOG_FLAG_*.
@@ -158,11 +159,13 @@ type Config struct {
 	SlurmdUser   string
 	SlurmdUserID uint32
 
-	SlurmdSpoolDir   string // may hold %n/%h: see ExpandPath
-	SlurmdPidFile    string
-	SlurmdLogFile    string
-	SlurmdDebug      LogLevel
-	SlurmdParameters string
+	SlurmdSpoolDir string // may hold %n/%h: see ExpandPath
+	SlurmdPidFile  string
+	SlurmdLogFile  string
+	SlurmdDebug    LogLevel
+	// SlurmdSyslogDebug is LogEnd when not set.
+	SlurmdSyslogDebug LogLevel
+	SlurmdParameters  string
 	// ConfigOverrides is SlurmdParameters containing "config_override".
 	ConfigOverrides bool
 
