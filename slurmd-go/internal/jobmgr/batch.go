@@ -18,6 +18,7 @@ import (
 // Job state flags of REQUEST_JOB_REQUEUE (slurm.h).
 const (
 	jobLaunchFailed uint32 = 1 << 8
+	jobGetenvFailed uint32 = 1 << 9 // 26.05: the held job's reason names the user environment
 	jobRequeueHold  uint32 = 1 << 11
 )
 
@@ -354,7 +355,7 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 		return
 	}
 	// 26.05 names the job by the failed launch's step id.
-	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: jobRequeueHold | jobLaunchFailed}
+	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: requeueFlags(m.protocol(), rc)}
 	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
 	defer cancel()
 	reply, err := m.ctld.Call(cctx, req, authUIDAny)
@@ -365,6 +366,17 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	if r, ok := reply.(*slurmproto.ReturnCode); ok && r.RC != 0 {
 		m.log.Error("slurmctld refused to requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(r.RC))
 	}
+}
+
+// requeueFlags are the flags of the REQUEST_JOB_REQUEUE that reports a
+// failed batch launch; 26.05 marks a failed login environment
+// (_launch_job_fail: "user env retrieval failed requeued held").
+func requeueFlags(version uint16, rc uint32) uint32 {
+	f := jobRequeueHold | jobLaunchFailed
+	if version >= slurmproto.Version2605 && rc == slurmproto.ESlurmdSetupEnvironmentError {
+		f |= jobGetenvFailed
+	}
+	return f
 }
 
 // LaunchProlog serves REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc): run
