@@ -173,6 +173,8 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		PropagateResourceLimits:       c.PropagateResourceLimits,
 		PropagateResourceLimitsExcept: c.PropagateResourceLimitsExcept,
 		TaskProlog:                    c.TaskProlog,
+		TaskPlugin:                    c.TaskPlugin,
+		UnkillableStepTimeout:         c.UnkillableStepTimeout,
 		TaskEpilog:                    c.TaskEpilog,
 		TmpFS:                         c.TmpFS,
 		LogFile:                       cfg.LogFile,

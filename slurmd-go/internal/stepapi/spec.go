@@ -66,8 +66,12 @@ type StartSpec struct {
 	PropagatePrioProcess          uint16 `json:"propagate_prio_process"` // 0, 1 or 2
 	VSizeFactor                   uint16 `json:"vsize_factor"`           // percent; 0 = no RLIMIT_AS
 	TaskProlog                    string `json:"task_prolog"`
-	TaskEpilog                    string `json:"task_epilog"`
-	TmpFS                         string `json:"tmp_fs"`
+	// TaskPlugin and UnkillableStepTimeout as slurm.conf has them; the
+	// step manager names them in its --slurmd-debug lines.
+	TaskPlugin            string        `json:"task_plugin,omitempty"`
+	UnkillableStepTimeout time.Duration `json:"unkillable_step_timeout,omitempty"`
+	TaskEpilog            string        `json:"task_epilog"`
+	TmpFS                 string        `json:"tmp_fs"`
 	// PackNodes is SelectTypeParameters CR_Pack_Nodes (task layout).
 	PackNodes bool `json:"pack_nodes"`
 

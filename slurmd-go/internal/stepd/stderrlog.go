@@ -114,9 +114,13 @@ func (s *Step) jobLogInit() {
 		logLevelName(lvl), logLevelName(s.spec.LogLevel), logLevelName(s.spec.SyslogLevel))
 }
 
-// logTimestamp is log_timestamp under the default LogTimeFormat
-// (iso8601_ms).
+// logTimestamp is the "[%M]" line prefix's time under the default
+// LogTimeFormat (iso8601_ms).
 func logTimestamp(t time.Time) string { return t.Format("2006-01-02T15:04:05.000") }
+
+// eventTimestamp is log_timestamp: seconds only under the default
+// LogTimeFormat.
+func eventTimestamp(t time.Time) string { return t.Format("2006-01-02T15:04:05") }
 
 // logTaskExit is mgr.c's _log_task_exit.
 func (s *Step) logTaskExit(gtid uint32, pid int, st syscall.WaitStatus) {
@@ -133,5 +137,39 @@ func (s *Step) logTaskExit(gtid uint32, pid int, st syscall.WaitStatus) {
 		s.stepdLog(logVerbose, "task %d (%d) exited. Killed by signal %d%s.", gtid, pid, int(st.Signal()), core)
 	default:
 		s.stepdLog(logVerbose, "task %d (%d) exited with status 0x%04x.", gtid, pid, uint32(st))
+	}
+}
+
+func (s *Step) stderrLevel() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(s.errLevel, logError)
+}
+
+// noneHookLogs: slurmd-go's task handling is task/none's, whose hooks (and
+// those of mpi/none and switch/none) 22.05 logs at debug; 24.11 has no such
+// plugins any more, and other TaskPlugin values get no such lines.
+func (s *Step) noneHookLogs() bool {
+	return s.spec.ProtocolVersion < slurmproto.Version2411 &&
+		(s.spec.TaskPlugin == "" || s.spec.TaskPlugin == "task/none")
+}
+
+// mpiNone is whether the step runs under mpi/none (no MPI plugin).
+func mpiNone(id uint32) bool {
+	return id == 0 || id == slurmproto.NoVal || id == slurmproto.MPIPluginNone
+}
+
+// unkillableTimeout is UnkillableStepTimeout (60 s when unset).
+func (s *Step) unkillableTimeout() time.Duration {
+	if s.spec.UnkillableStepTimeout > 0 {
+		return s.spec.UnkillableStepTimeout
+	}
+	return 60 * time.Second
+}
+
+// logStateChange is 26.05's set_job_state line (job_manager's transitions).
+func (s *Step) logStateChange(from, to string) {
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		s.stepdLog(logDebug2, "job_manager: setting step state %s -> %s", from, to)
 	}
 }
