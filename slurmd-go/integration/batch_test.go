@@ -196,6 +196,7 @@ func TestBatch(t *testing.T) {
 		subtest{"TimeLimit", func(t *testing.T) { testTimeLimit(t, p) }},
 		subtest{"ExitCodes", func(t *testing.T) { testExitCodes(t, p) }},
 		subtest{"Environment", func(t *testing.T) { testEnvironment(t, p) }},
+		subtest{"UserEnvironment", func(t *testing.T) { testUserEnvironment(t, p) }},
 		subtest{"OutputFiles", func(t *testing.T) { testOutputFiles(t, p) }},
 		subtest{"Signals", func(t *testing.T) { testSignals(t, p) }},
 		subtest{"Nodes", func(t *testing.T) {

@@ -104,6 +104,17 @@ type stockFacts struct {
 	// (a frame too short for a header, header version 0x1000) get an HTTP error
 	// answer; 22.05 and 24.11 close the connection.
 	slurmdHTTP bool
+	// getUserEnvArg: sbatch takes --get-user-env=[<timeout>][S|L] (neither part
+	// reaches the node); 26.05's --get-user-env takes no argument ("option
+	// '--get-user-env' doesn't allow an argument").
+	getUserEnvArg bool
+	// userEnvFailureDrains: when su cannot load a --get-user-env job's login
+	// environment (TestUser's shell is nologin), slurmd fails the launch
+	// (ESLURMD_SETUP_ENVIRONMENT_ERROR): the job is requeued held ("user env
+	// retrieval failed requeued held") and the node drained ("Job env setup
+	// error"). 26.05; 22.05 and 24.11 run the job with the passed environment
+	// unless SchedulerParameters has no_env_cache or requeue_setup_env_fail.
+	userEnvFailureDrains bool
 }
 
 var releaseFacts = map[string]stockFacts{
@@ -115,6 +126,7 @@ var releaseFacts = map[string]stockFacts{
 		credReplayedRC:         slurmproto.ESlurmdCredentialReplayed,
 		srunTerminating:        "srun: launch/slurm: _step_signal: Terminating StepId=<JOB>.0",
 		doubleSigintAborts:     true,
+		getUserEnvArg:          true,
 	},
 	"24.11": { // 24.11.5, Debian trixie
 		jobTimesInEnv:          true,
@@ -128,6 +140,7 @@ var releaseFacts = map[string]stockFacts{
 		doubleSigintAborts:     true,
 		credCheckedAtUnpack:    true,
 		credReplayedRC:         slurmproto.ESlurmdInvalidJobCredential,
+		getUserEnvArg:          true,
 	},
 	"26.05": { // 26.05.5, Debian sid
 		jobTimesInEnv:             true,
@@ -145,6 +158,7 @@ var releaseFacts = map[string]stockFacts{
 		credCheckedAtUnpack:       true,
 		credReplayedRC:            slurmproto.ESlurmdInvalidJobCredential,
 		slurmdHTTP:                true,
+		userEnvFailureDrains:      true,
 	},
 }
 

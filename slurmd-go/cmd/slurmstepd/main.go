@@ -4,6 +4,9 @@
 //	slurmstepd-go start   re-parent and run the step manager (spec on stdin)
 //	slurmstepd-go serve   the step manager itself (run by start)
 //	slurmstepd-go task    internal: become the user and exec a task
+//	slurmstepd-go getenv  print the limits and environment (run inside su
+//	                      for sbatch --get-user-env, as "slurmstepd getenv")
+//	slurmstepd-go su-exec internal: su's setup for --get-user-env
 package main
 
 import (

@@ -18,6 +18,7 @@ import (
 // Job state flags of REQUEST_JOB_REQUEUE (slurm.h).
 const (
 	jobLaunchFailed uint32 = 1 << 8
+	jobGetenvFailed uint32 = 1 << 9 // 26.05: the held job's reason names the user environment
 	jobRequeueHold  uint32 = 1 << 11
 )
 
@@ -122,12 +123,17 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		}
 		return rc, ranHere
 	}
+	userEnv, rc := m.userEnv(ctx, msg)
+	if rc != 0 {
+		return rc, false
+	}
 	if m.revoked(msg.JobID) {
 		log.Info("job killed while its prolog ran, not launching")
 		return 0, false
 	}
 	spec := m.spec(stepapi.KindBatch, version, raw)
 	spec.NodeIndex = m.nodeIndex(msg.Nodes)
+	spec.UserEnv = userEnv
 	log.Info("launching batch job", "uid", msg.UID)
 	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
 		log.Error("batch job launch failed", "error", err)
@@ -180,10 +186,13 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		PropagateResourceLimits:       c.PropagateResourceLimits,
 		PropagateResourceLimitsExcept: c.PropagateResourceLimitsExcept,
 		TaskProlog:                    c.TaskProlog,
+		TaskPlugin:                    c.TaskPlugin,
+		UnkillableStepTimeout:         c.UnkillableStepTimeout,
 		TaskEpilog:                    c.TaskEpilog,
 		TmpFS:                         cfg.TmpFS,
 		LogFile:                       cfg.LogFile,
 		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
+		SyslogLevel:                   syslogLevel(c.SlurmdSyslogDebug, cfg.Flags.Foreground, int(c.SlurmdDebug)+cfg.Flags.Verbose, cfg.LogFile),
 		WorkingCluster:                workingCluster(version, c.ClusterName, ctldHost, c.SlurmctldPort, selectID),
 		TopologyAddr:                  cfg.NodeName,
 		TopologyPattern:               "node",
@@ -196,6 +205,20 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TRESIDs:           m.tresIDs(),
 		LaunchBody:        raw,
 	}
+}
+
+// syslogLevel is slurmstepd's syslog level from the conf slurmd passes
+// (slurmstepd.c _init_from_slurmd).
+func syslogLevel(syslogDebug slurmconf.LogLevel, foreground bool, level int, logFile string) int {
+	switch {
+	case syslogDebug != slurmconf.LogEnd:
+		return int(syslogDebug)
+	case foreground:
+		return int(slurmconf.LogQuiet)
+	case level > int(slurmconf.LogQuiet) && logFile == "":
+		return level
+	}
+	return int(slurmconf.LogFatal)
 }
 
 // tresIDs are the ids of the TRES of the last registration's answer.
@@ -303,12 +326,13 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 }
 
 // prologFailed drains the node (a registration carrying
-// ESLURMD_PROLOG_FAILED) after the caller has told slurmctld about the job,
+// ESLURMD_PROLOG_FAILED, or ESLURMD_SETUP_ENVIRONMENT_ERROR as slurmd's
+// _rpc_batch_job sends it) after the caller has told slurmctld about the job,
 // in stock's order: from 24.11 slurmctld requeues the job on that
 // registration, and a REQUEST_COMPLETE_PROLOG that came later would no
 // longer set the job's exit code.
 func (m *Manager) prologFailed(rc uint32, ranHere bool) {
-	if ranHere && rc == slurmproto.ESlurmdPrologFailed {
+	if (ranHere && rc == slurmproto.ESlurmdPrologFailed) || rc == slurmproto.ESlurmdSetupEnvironmentError {
 		m.reg.RegisterWithStatus(rc)
 	}
 }
@@ -346,7 +370,7 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 		return
 	}
 	// 26.05 names the job by the failed launch's step id.
-	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: jobRequeueHold | jobLaunchFailed}
+	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: requeueFlags(m.protocol(), rc)}
 	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
 	defer cancel()
 	reply, err := m.ctld.Call(cctx, req, authUIDAny)
@@ -357,6 +381,17 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	if r, ok := reply.(*slurmproto.ReturnCode); ok && r.RC != 0 {
 		m.log.Error("slurmctld refused to requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(r.RC))
 	}
+}
+
+// requeueFlags are the flags of the REQUEST_JOB_REQUEUE that reports a
+// failed batch launch; 26.05 marks a failed login environment
+// (_launch_job_fail: "user env retrieval failed requeued held").
+func requeueFlags(version uint16, rc uint32) uint32 {
+	f := jobRequeueHold | jobLaunchFailed
+	if version >= slurmproto.Version2605 && rc == slurmproto.ESlurmdSetupEnvironmentError {
+		f |= jobGetenvFailed
+	}
+	return f
 }
 
 // LaunchProlog serves REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc): run

@@ -153,3 +153,21 @@ func testManagerAs(t *testing.T, extra string, version uint16) *Manager {
 	}
 	return New(func() *config.Config { return cfg }, nil, nil, func() int { return 1 }, "/nonexistent", nil, hclog.NewNullLogger())
 }
+
+func TestRequeueFlags(t *testing.T) {
+	cases := []struct {
+		version uint16
+		rc      uint32
+		want    uint32
+	}{
+		{slurmproto.Version2205, slurmproto.ESlurmdSetupEnvironmentError, jobRequeueHold | jobLaunchFailed},
+		{slurmproto.Version2411, slurmproto.ESlurmdPrologFailed, jobRequeueHold | jobLaunchFailed},
+		{slurmproto.Version2605, slurmproto.ESlurmdPrologFailed, jobRequeueHold | jobLaunchFailed},
+		{slurmproto.Version2605, slurmproto.ESlurmdSetupEnvironmentError, jobRequeueHold | jobLaunchFailed | jobGetenvFailed},
+	}
+	for _, tc := range cases {
+		if got := requeueFlags(tc.version, tc.rc); got != tc.want {
+			t.Errorf("requeueFlags(0x%04x, %d) = %#x, want %#x", tc.version, tc.rc, got, tc.want)
+		}
+	}
+}

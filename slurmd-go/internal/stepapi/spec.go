@@ -66,13 +66,21 @@ type StartSpec struct {
 	PropagatePrioProcess          uint16 `json:"propagate_prio_process"` // 0, 1 or 2
 	VSizeFactor                   uint16 `json:"vsize_factor"`           // percent; 0 = no RLIMIT_AS
 	TaskProlog                    string `json:"task_prolog"`
-	TaskEpilog                    string `json:"task_epilog"`
-	TmpFS                         string `json:"tmp_fs"`
+	// TaskPlugin and UnkillableStepTimeout as slurm.conf has them; the
+	// step manager names them in its --slurmd-debug lines.
+	TaskPlugin            string        `json:"task_plugin,omitempty"`
+	UnkillableStepTimeout time.Duration `json:"unkillable_step_timeout,omitempty"`
+	TaskEpilog            string        `json:"task_epilog"`
+	TmpFS                 string        `json:"tmp_fs"`
 	// PackNodes is SelectTypeParameters CR_Pack_Nodes (task layout).
 	PackNodes bool `json:"pack_nodes"`
 
 	LogFile  string `json:"log_file"`  // the daemon's log file; "" = no log
 	LogLevel int    `json:"log_level"` // Slurm level number (info 3, debug 5, ...)
+	// SyslogLevel is slurmstepd's syslog level as slurmd hands it down
+	// (SlurmdSyslogDebug; quiet in the foreground; else the log level
+	// without a log file, fatal with one); only reported, never used.
+	SyslogLevel int `json:"syslog_level,omitempty"`
 
 	// WorkingCluster is SLURM_WORKING_CLUSTER:
 	// cluster:ctldaddr:port:9728:<select plugin id>.
@@ -95,6 +103,11 @@ type StartSpec struct {
 	// registration (assoc_mgr's tres list), in its order: from 24.11 a
 	// step's completion carries an accounting record over them.
 	TRESIDs []uint32 `json:"tres_ids,omitempty"`
+	// UserEnv is the batch job's user's login environment, loaded by the
+	// daemon for SLURM_GET_USER_ENV=1 (sbatch --get-user-env,
+	// --export=NONE); the launch's environment is merged over it. Absent
+	// otherwise, or when it could not be loaded.
+	UserEnv []string `json:"user_env,omitempty"`
 	// LaunchBody is the REQUEST_BATCH_JOB_LAUNCH body exactly as received
 	// (user_name and gids are taken from its credential), or the
 	// REQUEST_LAUNCH_TASKS body as slurmd-go completed it from the verified

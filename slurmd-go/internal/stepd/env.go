@@ -101,6 +101,20 @@ func (e Env) Copy() Env {
 	return out
 }
 
+// Merge is env_array_merge(&e, src) on a copy of e: every well-formed
+// entry of src overwrites or joins e's.
+func (e Env) Merge(src []string) Env {
+	out := append(Env(nil), e...)
+	for _, kv := range src {
+		i := strings.IndexByte(kv, '=')
+		if i < 0 || i+1 > envNameMax || len(kv)-i > envBufSize {
+			continue
+		}
+		out.Overwrite(kv[:i], kv[i+1:])
+	}
+	return out
+}
+
 // cstr renders a decoded wire string as C's printf("%s") would: NULL (Go
 // "") is "(null)", the empty wire string is "".
 func cstr(s string) string {
@@ -120,14 +134,21 @@ type BatchEnvConfig struct {
 	// Version is the launch's protocol version: 24.11 dropped
 	// SLURM_NODE_ALIASES from env_array_for_batch_job.
 	Version uint16
+	// UserEnv is the user's login environment the daemon loaded
+	// (SLURM_GET_USER_ENV=1); nil when none was asked for or loaded.
+	UserEnv []string
 }
 
 // BatchJobEnv is the batch step's environment as slurmstepd holds it before
-// forking the script: the submission environment from the launch message,
-// then env_array_for_batch_job (src/common/env.c) and the topology
-// variables (slurmstepd.c _step_setup).
+// forking the script: the submission environment from the launch message
+// (merged over the user's login environment when slurmd loaded one, as its
+// _get_user_env does), then env_array_for_batch_job (src/common/env.c) and
+// the topology variables (slurmstepd.c _step_setup).
 func BatchJobEnv(m *slurmproto.BatchJobLaunch, c BatchEnvConfig) Env {
 	env := append(Env(nil), m.Environment...)
+	if c.UserEnv != nil {
+		env = Env(c.UserEnv).Merge(m.Environment)
+	}
 	envArrayForBatchJob(&env, m, c)
 	env.Overwrite("SLURM_TOPOLOGY_ADDR", cstr(c.TopologyAddr))
 	env.Overwrite("SLURM_TOPOLOGY_ADDR_PATTERN", cstr(c.TopologyPattern))

@@ -309,3 +309,24 @@ func TestEmptyJobAcct_MatchesStock(t *testing.T) {
 		t.Error("a record for 22.05 or without TRES ids")
 	}
 }
+
+// TestBatchEnv_UserEnv: the launch's environment is merged over the login
+// environment slurmd loaded (env_array_merge): its names win, the login
+// ones it lacks stay in their place, malformed entries are dropped.
+func TestBatchEnv_UserEnv(t *testing.T) {
+	m := job7()
+	m.Environment = []string{"SLURM_GET_USER_ENV=1", "HOME=/from/sbatch", "bogus", "SLURM_UMASK=0022"}
+	login := []string{"SHELL=/bin/bash", "HOME=/home/u", "SHLVL=1", "_=/usr/sbin/slurmstepd"}
+	env := BatchJobEnv(m, BatchEnvConfig{ClusterName: "c", NodeName: "n1", Version: slurmproto.Version2205, UserEnv: login})
+	want := []string{"SHELL=/bin/bash", "HOME=/from/sbatch", "SHLVL=1", "_=/usr/sbin/slurmstepd", "SLURM_GET_USER_ENV=1", "SLURM_UMASK=0022"}
+	if len(env) < len(want) || !slices.Equal(env[:len(want)], want) {
+		t.Errorf("env starts %q, want %q", env[:min(len(env), len(want))], want)
+	}
+	if slices.Contains(env, "bogus") {
+		t.Errorf("malformed entry kept: %q", env)
+	}
+	// Without a login environment the launch's entries are kept as given.
+	if env := BatchJobEnv(m, BatchEnvConfig{ClusterName: "c", NodeName: "n1", Version: slurmproto.Version2205}); !slices.Contains(env, "bogus") {
+		t.Errorf("plain launch environment altered: %q", env)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/userenv"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -79,6 +80,13 @@ func Main(args []string) int {
 		return Serve(Options{})
 	case stepapi.CmdTask:
 		return Task()
+	case userenv.CmdGetenv:
+		if err := userenv.Dump(os.Stdout); err != nil {
+			return 1
+		}
+		return 0
+	case userenv.CmdSuExec:
+		return userenv.SuExec(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "slurmstepd-go: unknown command %q\n", args[0])
 	return 2

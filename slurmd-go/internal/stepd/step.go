@@ -77,6 +77,7 @@ type Step struct {
 	msgSent     bool          // a cancel line was written; guarded by mu
 	oom         bool          // guarded by mu
 	stderr      *os.File      // the job's stderr, for stepd error lines; guarded by mu
+	errLevel    int           // the highest log level written to stderr (below logError: logError); guarded by mu
 	// attachedResp are the response addresses of sattach clients, which
 	// get MESSAGE_TASK_EXIT too; guarded by mu.
 	attachedResp []string
@@ -138,6 +139,7 @@ func newStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, error
 		ClusterName: spec.ClusterName, NodeName: spec.NodeName,
 		TopologyAddr: spec.TopologyAddr, TopologyPattern: spec.TopologyPattern,
 		PackNodes: spec.PackNodes, Version: spec.ProtocolVersion,
+		UserEnv: spec.UserEnv,
 	})
 	if err := s.listen(); err != nil {
 		s.removeBatchScript()
@@ -287,23 +289,7 @@ func (s *Step) waitRunning() uint32 {
 // ("slurmstepd-<node>: error: ..."), where slurmstepd's log goes once the
 // job's I/O is set up; it is logged too.
 func (s *Step) errorLine(format string, args ...any) {
-	prefix := "slurmstepd-" + s.spec.NodeName + ": error: "
-	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
-		// 26.05's step manager logs to the job's stderr with a timestamp.
-		prefix = "[" + time.Now().Format("2006-01-02T15:04:05.000") + "] error: "
-	}
-	s.stderrLine(prefix, fmt.Sprintf(format, args...))
-}
-
-// stderrLine logs msg and writes it, after prefix, to the job's stderr.
-func (s *Step) stderrLine(prefix, msg string) {
-	s.log.Error(msg)
-	s.mu.Lock()
-	f := s.stderr
-	s.mu.Unlock()
-	if f != nil {
-		_, _ = f.WriteString(prefix + msg + "\n")
-	}
+	s.stepdLog(logError, format, args...)
 }
 
 // authorized is _slurm_authorized_user: root or SlurmUser.

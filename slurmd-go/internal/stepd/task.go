@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -57,6 +58,21 @@ type taskConfig struct {
 	UserTaskProlog string `json:"user_task_prolog,omitempty"`
 	// NoTmpdir: only local task 0 makes TMPDIR (task.c _make_tmpdir).
 	NoTmpdir bool `json:"no_tmpdir,omitempty"`
+	// LogLevel is the step's stderr log level (srun --slurmd-debug): the
+	// helper's own lines at or below it go to the task's stderr.
+	LogLevel int `json:"log_level,omitempty"`
+	// LogTimestamp: 26.05's "[<time>] " line prefix.
+	LogTimestamp bool `json:"log_timestamp,omitempty"`
+	// StepID ("<job>.<step>"), TaskID, TaskNone (TaskPlugin task/none) and
+	// MPINone (the step's MPI plugin is none) name the plugin hooks'
+	// debug lines.
+	StepID   string `json:"step_id,omitempty"`
+	TaskID   uint32 `json:"task_id,omitempty"`
+	TaskNone bool   `json:"task_none,omitempty"`
+	MPINone  bool   `json:"mpi_none,omitempty"`
+	// PrlimitLogs: 24.11's set_user_limits also logs the RSS limit it set
+	// and the limits it leaves alone.
+	PrlimitLogs bool `json:"prlimit_logs,omitempty"`
 }
 
 // taskConfigFD is the helper's config pipe.
@@ -89,6 +105,19 @@ type taskRun struct {
 	c      taskConfig
 	env    Env
 	stderr io.Writer
+}
+
+// logf writes one of slurmstepd's log lines, as its forked task logs it to
+// the task's stderr, when the step's stderr level allows it.
+func (t *taskRun) logf(level int, format string, args ...any) {
+	if level > max(t.c.LogLevel, logError) {
+		return
+	}
+	prefix := "slurmstepd-" + t.c.NodeName + ": "
+	if t.c.LogTimestamp {
+		prefix = "[" + logTimestamp(time.Now()) + "] "
+	}
+	fmt.Fprintf(t.stderr, "%s%s%s\n", prefix, logPrefix(level), fmt.Sprintf(format, args...))
 }
 
 // errorf writes a stock-style error line to the task's stderr (the job's
@@ -169,6 +198,12 @@ func (t *taskRun) job() int {
 	if len(t.c.Argv) == 0 || t.c.Argv[0] == "" {
 		t.errorf("No executable program specified for this task")
 		return 2
+	}
+	if t.c.MPINone {
+		t.logf(logDebug, "mpi/none: mpi_p_slurmstepd_task: Using mpi/none")
+	}
+	if t.c.TaskNone {
+		t.logf(logDebug, "task/none: task_p_pre_launch: task_p_pre_launch: StepId=%s, task %d", t.c.StepID, t.c.TaskID)
 	}
 	if !t.setUserLimits() {
 		return 5
@@ -346,20 +381,34 @@ func (t *taskRun) setUserLimits() bool {
 		t.setLimit(rl)
 	}
 	mem := t.c.StepMemMiB * 1024 * 1024
-	if mem != 0 && syscall.Getrlimit(unix.RLIMIT_RSS, &r) == nil && r.Max > mem {
+	rssErr := syscall.Getrlimit(unix.RLIMIT_RSS, &r)
+	if mem != 0 && rssErr == nil && r.Max > mem {
 		r.Max, r.Cur = mem, mem
 		if err := syscall.Setrlimit(unix.RLIMIT_RSS, &r); err != nil {
 			t.errorf("setrlimit(RLIMIT_RSS, %d MB): %s", t.c.StepMemMiB, strerror(err))
 			return false
 		}
+		t.logf(logDebug2, "Set task rss(%d MB)", t.c.StepMemMiB)
+		if t.c.PrlimitLogs && syscall.Getrlimit(unix.RLIMIT_RSS, &r) == nil {
+			t.logf(logDebug2, "Task RSS limits from _prlimit: rlim_cur:%d rlim_max:%d", r.Cur, r.Max)
+		}
+	} else if t.c.PrlimitLogs && rssErr == nil {
+		t.logf(logDebug2, "Not setting task rss rlimit, task bytes: %d, rlimit_max: %d", mem, r.Max)
 	}
-	if mem != 0 && t.c.VSizeFactor != 0 && syscall.Getrlimit(unix.RLIMIT_AS, &r) == nil && r.Max > mem {
+	asErr := syscall.Getrlimit(unix.RLIMIT_AS, &r)
+	if mem != 0 && t.c.VSizeFactor != 0 && asErr == nil && r.Max > mem {
 		r.Max = uint64(float64(mem) * (float64(t.c.VSizeFactor) / 100.0))
 		r.Cur = r.Max
 		if err := syscall.Setrlimit(unix.RLIMIT_AS, &r); err != nil {
 			t.errorf("setrlimit(RLIMIT_AS, %d MB): %s", t.c.StepMemMiB, strerror(err))
 			return false
 		}
+		t.logf(logDebug2, "Set task vsize(%d MB)", t.c.StepMemMiB)
+		if t.c.PrlimitLogs && syscall.Getrlimit(unix.RLIMIT_AS, &r) == nil {
+			t.logf(logDebug2, "task VSIZE limits: rlim_cur:%d rlim_max:%d", r.Cur, r.Max)
+		}
+	} else if t.c.PrlimitLogs && asErr == nil {
+		t.logf(logDebug2, "Not setting task vsize rlimit, task bytes: %d, rlimit_max: %d", mem, r.Max)
 	}
 	return true
 }
@@ -386,22 +435,43 @@ func (t *taskRun) setLimit(rl proc.RlimitInfo) {
 		t.errorf("getrlimit(RLIMIT_%s): %s", rl.Name, strerror(err))
 		return
 	}
+	who := "conf"
+	if user {
+		who = "user"
+	}
 	if r.Cur == v {
+		t.logf(logDebug2, "_set_limit: %s setrlimit RLIMIT_%s no change in value: %d", who, rl.Name, r.Cur)
 		return
 	}
+	t.logf(logDebug2, "_set_limit: %-14s: max:%s cur:%s req:%s", "RLIMIT_"+rl.Name, rlimString(r.Max), rlimString(r.Cur), rlimString(v))
 	r.Cur = v
 	if !user && r.Cur > r.Max {
+		t.logf(logVerbose, "_set_limit: %-14s: reducing req:%s to max:%s", "RLIMIT_"+rl.Name, rlimString(v), rlimString(r.Max))
 		r.Cur = r.Max
 	}
 	// syscall.Setrlimit (not x/sys) so Go does not restore its original
 	// RLIMIT_NOFILE at exec.
-	if err := syscall.Setrlimit(rl.Resource, &r); err != nil && user {
+	if err := syscall.Setrlimit(rl.Resource, &r); err != nil {
 		shown := strconv.FormatUint(r.Cur, 10)
 		if r.Cur == unix.RLIM_INFINITY {
 			shown = "'unlimited'"
 		}
-		t.errorf("Can't propagate RLIMIT_%s of %s from submit host: %s", rl.Name, shown, strerror(err))
+		if user {
+			t.errorf("Can't propagate RLIMIT_%s of %s from submit host: %s", rl.Name, shown, strerror(err))
+		} else {
+			t.logf(logVerbose, "Can't propagate RLIMIT_%s of %s from submit host: %s", rl.Name, shown, strerror(err))
+		}
+		return
 	}
+	t.logf(logDebug2, "_set_limit: %s setrlimit RLIMIT_%s succeeded", who, rl.Name)
+}
+
+// rlimString is ulimits.c rlim_to_string.
+func rlimString(v uint64) string {
+	if v == unix.RLIM_INFINITY {
+		return "inf"
+	}
+	return strconv.FormatUint(v, 10)
 }
 
 // cStrtoul parses like strtoul(s, &end, 10) followed by a check that the

@@ -163,8 +163,11 @@ func (s *Step) runTasks() {
 	s.makeCgroup()
 	rc, exits := s.forkTasks()
 	s.sendLaunchResponse(rc)
+	from := "STARTING"
 	if rc == 0 {
 		s.setState(stepapi.StateRunning)
+		s.logStateChange(from, "RUNNING")
+		from = "RUNNING"
 		s.waitTasks(exits)
 	} else {
 		// Nothing runs: tell srun that every task "exited" with the
@@ -181,7 +184,23 @@ func (s *Step) runTasks() {
 	// before srun hears of the last exits; a kill request that srun (-K)
 	// sends on an exit then writes no "CANCELLED" line to its stderr.
 	s.setState(stepapi.StateEnding)
+	s.logStateChange(from, "ENDING")
+	// The lines of stock's step_terminate_monitor and switch plugin, as it
+	// kills what is left of the step.
+	s.stepdLog(logDebug2, "step_terminate_monitor will run for %d secs", int(s.unkillableTimeout().Seconds()))
 	s.killAll()
+	s.stepdLog(logDebug, "signaling condition")
+	s.stepdLog(logDebug2, "step_terminate_monitor is stopping")
+	if s.noneHookLogs() {
+		s.stepdLog(logDebug2, "switch/none: switch_p_job_postfini: Sending SIGKILL to pgid %d", os.Getpid())
+	}
+	if s.spec.ProtocolVersion >= slurmproto.Version2411 {
+		// acct_gather_profile_endpoll without a profile plugin running.
+		s.stepdLog(logDebug2, "acct_gather_profile_startpoll: poll already ended!")
+	}
+	s.logStateChange("ENDING", "ENDING")
+	s.stepdLog(logDebug, "Waiting for IO")
+	s.stepdLog(logDebug, "Closing debug channel")
 	s.closeIO(IODrainTimeout)
 	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
 		// 26.05 tells slurmctld first (stepd_send_step_complete_msgs,
@@ -223,6 +242,9 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		s.log.Error("IO setup failed", "error", err)
 		return slurmproto.ESlurmdIOError, nil
 	}
+	s.jobLogInit()
+	s.stepdLog(logDebug, "IO handler started pid=%d", os.Getpid())
+	s.stepdLog(logVerbose, "starting %d tasks", len(s.tasks))
 	exits := make(chan taskExit, len(s.tasks))
 	pgid := 0
 	// Each helper waits for its config before it execs; all are released
@@ -301,7 +323,15 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		}
 		b, _ := json.Marshal(s.stepTaskConfig(t, pid, umask, nice))
 		releases = append(releases, release{t: t, w: cfgW, cfg: b})
-		s.log.Debug("task forked", "task", t.gtid, "pid", pid)
+		s.stepdLog(logVerbose, "task %d (%d) started %s", t.gtid, pid, eventTimestamp(time.Now()))
+	}
+	if s.noneHookLogs() {
+		// mgr.c _fork_all_tasks: the task plugin's affinity hooks, per task.
+		for range releases {
+			for _, hook := range []string{"task_p_pre_set_affinity", "task_p_set_affinity", "task_p_post_set_affinity"} {
+				s.stepdLog(logDebug, "task/none: %s: %s: StepId=%s", hook, hook, stepIDString(s.id))
+			}
+		}
 	}
 	for _, r := range releases {
 		err := writeFrameTo(r.w, r.cfg)
@@ -363,6 +393,10 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
 		TaskProlog: s.spec.TaskProlog, NoTmpdir: t.ltid != 0,
 		UserTaskProlog: slurmproto.CString(m.TaskProlog),
+		LogLevel:       s.stderrLevel(), LogTimestamp: s.spec.ProtocolVersion >= slurmproto.Version2605,
+		StepID: stepIDString(s.id), TaskID: t.gtid,
+		TaskNone: s.noneHookLogs(), MPINone: s.noneHookLogs() && mpiNone(m.MPIPluginID),
+		PrlimitLogs: s.spec.ProtocolVersion >= slurmproto.Version2411,
 	}
 }
 
@@ -589,6 +623,7 @@ func (s *Step) sendLaunchResponse(rc uint32) {
 	if !ok {
 		return
 	}
+	s.stepdLog(logDebug, "Sending launch resp rc=%d", rc)
 	resp := &slurmproto.LaunchTasksResponse{StepID: s.id, ReturnCode: rc, NodeName: s.spec.NodeName}
 	s.mu.Lock()
 	for _, t := range s.tasks {
@@ -628,6 +663,7 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 	for left > 0 {
 		x := <-exits
 		s.recordTaskExit(x)
+		s.stepTaskExited(x.t)
 		s.stepTaskEpilogs(x.t)
 		left--
 		// Gather exits that arrive together (one wait3 round in stock).
@@ -637,6 +673,7 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 			select {
 			case x := <-exits:
 				s.recordTaskExit(x)
+				s.stepTaskExited(x.t)
 				s.stepTaskEpilogs(x.t)
 				left--
 			case <-timer.C:
@@ -674,6 +711,13 @@ func (s *Step) stepTaskEpilogs(t *stepTask) {
 	}
 }
 
+// stepTaskExited is the task plugin's hook for one ended task.
+func (s *Step) stepTaskExited(t *stepTask) {
+	if s.noneHookLogs() {
+		s.stepdLog(logDebug, "task/none: task_p_post_term: task_p_post_term: StepId=%s, task %d", stepIDString(s.id), t.gtid)
+	}
+}
+
 func (s *Step) recordTaskExit(x taskExit) {
 	s.mu.Lock()
 	x.t.exited, x.t.status = true, int32(x.e.Status)
@@ -685,7 +729,10 @@ func (s *Step) recordTaskExit(x taskExit) {
 		s.exited, s.estatus = true, int32(x.e.Status)
 	}
 	s.mu.Unlock()
-	s.log.Info("task exited", "task", x.t.gtid, "pid", x.t.pid, "status", uint32(x.e.Status))
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		s.stepdLog(logDebug2, "_wait_for_any_task: found ended task with primary pid %d ", x.t.pid)
+	}
+	s.logTaskExit(x.t.gtid, x.t.pid, x.e.Status)
 }
 
 // sendPendingExits is stepd_send_pending_exit_msgs: one MESSAGE_TASK_EXIT

@@ -385,6 +385,14 @@ func (b *builder) scalars() error {
 		}
 		c.SlurmdDebug = lvl
 	}
+	c.SlurmdSyslogDebug = LogEnd
+	if v, ok := b.p.top["slurmdsyslogdebug"]; ok {
+		lvl, ok := logLevel(v)
+		if !ok {
+			return b.invalid("slurmdsyslogdebug", "Invalid SlurmdSyslogDebug %s", v)
+		}
+		c.SlurmdSyslogDebug = lvl
+	}
 	c.SlurmdParameters = b.str("SlurmdParameters", "")
 	c.ConfigOverrides = containsFold(c.SlurmdParameters, "config_override")
 
@@ -504,6 +512,9 @@ func (b *builder) scalars() error {
 	c.JobFileAppend = b.num("JobFileAppend", 16, 0) != 0
 	c.UsePAM = b.boolean("UsePAM")
 	c.DebugFlags = b.str("DebugFlags", "")
+	c.SchedulerParameters = b.str("SchedulerParameters", "")
+	c.StateSaveLocation = b.str("StateSaveLocation", DefaultStateSaveLocation)
+	c.GetEnvTimeout = uint16(b.num("GetEnvTimeout", 16, DefaultGetEnvTimeout))
 
 	c.PropagateResourceLimitsExcept = b.str("PropagateResourceLimitsExcept", "")
 	if c.PropagateResourceLimitsExcept == "" {

@@ -46,6 +46,8 @@ const (
 	DefaultTLSType             = "tls/none" // 24.11 and 26.05
 	DefaultCgroupMountpoint    = "/sys/fs/cgroup"
 	DefaultCgroupPlugin        = "autodetect"
+	DefaultStateSaveLocation   = "/var/spool" // DEFAULT_SAVE_STATE_LOC
+	DefaultGetEnvTimeout       = 2            // DEFAULT_GET_ENV_TIMEOUT of 22.05 and 24.11
 )
 
 // LogLevel is Slurm's log level number (log_string2num).
@@ -63,6 +65,7 @@ const (
 	LogDebug3
 	LogDebug4
 	LogDebug5
+	LogEnd // LOG_LEVEL_END: "not set" (SlurmdSyslogDebug)
 )
 
 // PrologFlags is the PrologFlags bit set; values are slurm.h's PROLOG_FLAG_*.
@@ -156,11 +159,13 @@ type Config struct {
 	SlurmdUser   string
 	SlurmdUserID uint32
 
-	SlurmdSpoolDir   string // may hold %n/%h: see ExpandPath
-	SlurmdPidFile    string
-	SlurmdLogFile    string
-	SlurmdDebug      LogLevel
-	SlurmdParameters string
+	SlurmdSpoolDir string // may hold %n/%h: see ExpandPath
+	SlurmdPidFile  string
+	SlurmdLogFile  string
+	SlurmdDebug    LogLevel
+	// SlurmdSyslogDebug is LogEnd when not set.
+	SlurmdSyslogDebug LogLevel
+	SlurmdParameters  string
 	// ConfigOverrides is SlurmdParameters containing "config_override".
 	ConfigOverrides bool
 
@@ -230,6 +235,15 @@ type Config struct {
 	PropagateResourceLimitsExcept string
 	UsePAM                        bool
 	DebugFlags                    string
+	// SchedulerParameters, as given: slurmd reads its no_env_cache and
+	// requeue_setup_env_fail options (sbatch --get-user-env).
+	SchedulerParameters string
+	// StateSaveLocation ("/var/spool" by default): slurmd 22.05 and 24.11
+	// read the login environment cache from its env_cache directory.
+	StateSaveLocation string
+	// GetEnvTimeout (2 by default; defunct in 26.05): 0 makes slurmd
+	// 22.05 and 24.11 read the cache instead of running su.
+	GetEnvTimeout uint16
 
 	// Raw holds every top-level key=value given in the files (lower-cased
 	// key, last value wins), typed above or not, defunct keys excepted;

@@ -1,0 +1,71 @@
+package stepd
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+func TestStderrLevel(t *testing.T) {
+	const slurmUser = 64030
+	cases := []struct {
+		name    string
+		version uint16
+		debug   uint16
+		uid     uint32
+		want    int
+		refused bool
+	}{
+		{"22.05 none", slurmproto.Version2205, 0, 1001, logError, false},
+		{"22.05 adds to error", slurmproto.Version2205, 2, 1001, logVerbose, false},
+		{"22.05 caps at debug3", slurmproto.Version2205, 9, 1001, logDebug3, false},
+		{"24.11 absolute for root", slurmproto.Version2411, logDebug, 0, logDebug, false},
+		{"24.11 SlurmUser", slurmproto.Version2411, logVerbose, slurmUser, logVerbose, false},
+		{"24.11 caps at debug2", slurmproto.Version2411, logDebug3, 0, logDebug2, false},
+		{"24.11 ordinary user refused", slurmproto.Version2411, logDebug, 1001, logError, true},
+		{"26.05 error asked by a user", slurmproto.Version2605, logError, 1001, logError, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, refused := stderrLevel(tc.version, tc.debug, tc.uid, slurmUser)
+			if got != tc.want || refused != tc.refused {
+				t.Errorf("stderrLevel = %d, %v; want %d, %v", got, refused, tc.want, tc.refused)
+			}
+		})
+	}
+}
+
+func TestStepdLog_Format(t *testing.T) {
+	for _, tc := range []struct {
+		version uint16
+		want    string
+	}{
+		{slurmproto.Version2205, "^slurmstepd-n1: error: e1\nslurmstepd-n1: v1\nslurmstepd-n1: debug:  d1\n$"},
+		{slurmproto.Version2605, `^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] error: e1\n\[[^]]+\] v1\n\[[^]]+\] debug:  d1\n$`},
+	} {
+		path := filepath.Join(t.TempDir(), "err")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Step{spec: &stepapi.StartSpec{NodeName: "n1", ProtocolVersion: tc.version}, log: hclog.NewNullLogger(), stderr: f, errLevel: logDebug}
+		s.stepdLog(logError, "e%d", 1)
+		s.stepdLog(logVerbose, "v%d", 1)
+		s.stepdLog(logDebug, "d%d", 1)
+		s.stepdLog(logDebug2, "not shown")
+		f.Close()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(tc.want).Match(b) {
+			t.Errorf("0x%04x: stderr %q, want %s", tc.version, b, tc.want)
+		}
+	}
+}
