@@ -287,12 +287,18 @@ func (s *Step) waitRunning() uint32 {
 // ("slurmstepd-<node>: error: ..."), where slurmstepd's log goes once the
 // job's I/O is set up; it is logged too.
 func (s *Step) errorLine(format string, args ...any) {
-	prefix := "slurmstepd-" + s.spec.NodeName + ": error: "
-	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
-		// 26.05's step manager logs to the job's stderr with a timestamp.
-		prefix = "[" + time.Now().Format("2006-01-02T15:04:05.000") + "] error: "
+	s.stderrLine(errorPrefix(s.spec.NodeName, s.timestamped()), fmt.Sprintf(format, args...))
+}
+
+// timestamped: 26.05's step manager logs to the job's stderr with a timestamp.
+func (s *Step) timestamped() bool { return s.spec.ProtocolVersion >= slurmproto.Version2605 }
+
+// errorPrefix starts an error line of the step manager's on the job's stderr.
+func errorPrefix(node string, timestamped bool) string {
+	if timestamped {
+		return "[" + time.Now().Format("2006-01-02T15:04:05.000") + "] error: "
 	}
-	s.stderrLine(prefix, fmt.Sprintf(format, args...))
+	return "slurmstepd-" + node + ": error: "
 }
 
 // stderrLine logs msg and writes it, after prefix, to the job's stderr.
