@@ -9,7 +9,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// TestUnsupportedStepFeature: a launch asking for X11 forwarding, or for an OCI
+// TestUnsupportedStepFeature: a launch for a parallel debugger, asking for X11 forwarding, or for an OCI
 // container where oci.conf turns containers on, is refused with stock's code;
 // --container without oci.conf runs as on stock, which ignores it then.
 func TestUnsupportedStepFeature(t *testing.T) {
@@ -29,6 +29,11 @@ func TestUnsupportedStepFeature(t *testing.T) {
 	}
 	if rc := unsupportedStepFeature(log, conf, launch(0, "/bundle")); rc != 0 {
 		t.Fatalf("--container without oci.conf: rc %s, want 0 as stock", slurmproto.RCName(rc))
+	}
+	dbg := launch(0, "")
+	dbg.Flags = slurmproto.LaunchParallelDebug
+	if rc := unsupportedStepFeature(log, conf, dbg); rc != slurmproto.ESlurmNotSupported {
+		t.Fatalf("--debugger-test: rc %s, want ESLURM_NOT_SUPPORTED", slurmproto.RCName(rc))
 	}
 	if err := os.WriteFile(filepath.Join(dir, ociConfName), []byte("RunTimeRun=\"runc run %b\"\n"), 0o644); err != nil {
 		t.Fatal(err)
