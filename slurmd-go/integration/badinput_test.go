@@ -316,6 +316,16 @@ func TestBadInput_DaemonKeepsServing(t *testing.T) {
 	t.Run("unknown message type", func(t *testing.T) {
 		wantRC(t, c, p.send(t, p.frame(t, v, slurmproto.MsgType(65000), nil, nil)), slurmproto.ESlurmProtocolIncompletePacket, false)
 	})
+	t.Run("known type the node does not serve", func(t *testing.T) {
+		// REQUEST_CONTROL has no body in every release and no case in slurmd_req:
+		// stock answers EINVAL and logs "invalid request"; so must slurmd-go.
+		wantRC(t, c, p.send(t, p.frame(t, v, slurmproto.RequestControl, nil, nil)), slurmproto.EINVAL, false)
+		want := map[string]string{cluster.ImplStock: "invalid request", cluster.ImplGo: "unsupported request type"}[c.Impl]
+		c.WaitFor(t, "the node to log the unserved type", rawReplyTimeout, func() (bool, string) {
+			log := readFileQuiet(c.NodeLog(c.Nodes[0].Name))
+			return strings.Contains(log, want) && (c.Impl == cluster.ImplStock || strings.Contains(log, "REQUEST_CONTROL")), "node log lacks " + strconv.Quote(want)
+		})
+	})
 	t.Run("ping from an ordinary user", func(t *testing.T) {
 		c.Run(t, "", "true") // makes sure tieeuser exists
 		f := p.frameAs(t, cluster.TestUser, v, slurmproto.RequestPing, nil)

@@ -119,6 +119,7 @@ func testSrunAsUser(t *testing.T, p pair, user string) {
 		subtest{"Label", func(t *testing.T) { testSrunLabel(t, p, user) }},
 		subtest{"Environment", func(t *testing.T) { testSrunEnv(t, p, user) }},
 		subtest{"ExitCode", func(t *testing.T) { testSrunExitCode(t, p, user) }},
+		subtest{"MissingWorkDir", func(t *testing.T) { testSrunMissingWorkDir(t, p, user) }},
 		subtest{"KilledBySignal", func(t *testing.T) { testSrunKilled(t, p, user) }},
 		subtest{"Stdin", func(t *testing.T) { testSrunStdin(t, p, user) }},
 		subtest{"Pty", func(t *testing.T) { testSrunPty(t, p, user) }},
@@ -492,6 +493,27 @@ func testSrunExitCode(t *testing.T, p pair, user string) {
 	wantExit(t, p, ref, sut, 3)
 	sameLines(t, p, "stderr", ref.Stderr, sut.Stderr, []string{"srun: error: <NODE>1: task 0: Exited with exit code 3"})
 	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, []string{})
+}
+
+// stepdTimeRe is the timestamp 26.05's step manager puts before its lines on the
+// job's stderr ("[2026-12-01T13:45:05.123] error: ...").
+var stepdTimeRe = regexp.MustCompile(`(?m)^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] `)
+
+// testSrunMissingWorkDir: --chdir to a directory that does not exist: the task
+// runs in /tmp, and the step manager says so twice on srun's stderr (its own
+// chdir as the user in _fork_all_tasks, then the task's), as stock does.
+func testSrunMissingWorkDir(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "nowd")
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return srunWith(t, c, user, dirs[c], "", "-n1", "-w", node(c, 0), "--chdir="+dirs[c]+"/missing", "pwd")
+	})
+	wantExit(t, p, ref, sut, 0)
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, []string{"/tmp"})
+	strip := func(s string) string { return stepdTimeRe.ReplaceAllString(s, "<TIME> ") }
+	sameLines(t, p, "stderr", strip(ref.Stderr), strip(sut.Stderr), nil)
+	if n := strings.Count(sut.Stderr, "couldn't chdir to `"); n != 2 {
+		t.Errorf("%s: %d chdir error lines, want 2 (step manager and task): %q", p.label(p.sut), n, sut.Stderr)
+	}
 }
 
 // testSrunKilled: a task that dies of SIGKILL: srun exits 128+9 with the stock

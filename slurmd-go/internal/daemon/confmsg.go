@@ -57,5 +57,25 @@ func confWarnings(cfg *config.Config) []slurmconf.Warning {
 	if cfg.Cgroup != nil {
 		ws = append(ws, cfg.Cgroup.Warnings...)
 	}
+	for _, msg := range unprovided(cfg.Conf) {
+		ws = append(ws, slurmconf.Warning{File: cfg.Conf.File, Level: "warning", Msg: msg})
+	}
 	return ws
+}
+
+// unprovided names what slurm.conf turns on that slurmd-go does not do
+// (rfc/compat.md): said once at start and at each reconfigure, so that a
+// feature missing on the node is never silent.
+func unprovided(c *slurmconf.Config) []string {
+	var out []string
+	if c.PrologFlags&slurmconf.PrologContain != 0 {
+		out = append(out, "PrologFlags=Contain: slurmd-go creates no extern step (pam_slurm_adopt cannot adopt processes)")
+	}
+	if c.PrologFlags&slurmconf.PrologX11 != 0 {
+		out = append(out, "PrologFlags=X11: slurmd-go does not forward X11; srun --x11 launches are refused")
+	}
+	if strings.Contains(c.TaskPlugin, "affinity") {
+		out = append(out, "TaskPlugin="+c.TaskPlugin+": slurmd-go has no task/affinity; --cpu-bind and --mem-bind are not applied")
+	}
+	return out
 }

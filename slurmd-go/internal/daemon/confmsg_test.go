@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
@@ -56,5 +57,28 @@ func TestPrintConfWarnings(t *testing.T) {
 		"slurmd-go: error: " + filepath.Join(dir, "cgroup.conf") + ":1: Value for MemorySwappiness is too high, rounding down to 100.\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestPrintConfWarnings_Unprovided: what slurm.conf turns on and slurmd-go does
+// not do is said at start, naming the key.
+func TestPrintConfWarnings_Unprovided(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "slurm.conf")
+	writeFile(t, p, "ClusterName=c\nSlurmctldHost=h\nPrologFlags=Contain,X11\nProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity\nNodeName=n1\n")
+	cfg, err := config.Load(config.Flags{ConfFile: p, NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	printConfWarnings(&b, cfg)
+	for _, want := range []string{
+		"slurmd-go: warning: " + p + ":0: PrologFlags=Contain: slurmd-go creates no extern step",
+		"slurmd-go: warning: " + p + ":0: PrologFlags=X11: slurmd-go does not forward X11",
+		"slurmd-go: warning: " + p + ":0: TaskPlugin=task/affinity: slurmd-go has no task/affinity",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("warnings lack %q:\n%s", want, b.String())
+		}
 	}
 }

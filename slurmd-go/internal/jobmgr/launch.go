@@ -2,8 +2,12 @@ package jobmgr
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/credverify"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
@@ -91,6 +95,9 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 		}
 		return credverify.RC(err)
 	}
+	if rc := unsupportedStepFeature(log, cfg.Conf.File, msg); rc != 0 {
+		return rc
+	}
 	c := msg.Cred
 	msg.UserName = c.PwName
 	if msg.UserName == "" {
@@ -167,3 +174,36 @@ func (m *Manager) libdirFixup(version uint16, msg *slurmproto.LaunchTasks) {
 	}
 	msg.Env = append(msg.Env, "LD_LIBRARY_PATH="+path)
 }
+
+// unsupportedStepFeature refuses, with stock's error code and a log line
+// naming the feature, a launch that asks for what the step manager does not
+// do, rather than run it without: a parallel debugger's stop at exec, X11
+// forwarding (slurmctld sends it only with PrologFlags=X11, and it needs the
+// extern step) and an OCI container where oci.conf configures them. Without
+// oci.conf stock ignores --container too (slurmstepd.c: "containers are not
+// configured on this node").
+func unsupportedStepFeature(log hclog.Logger, confFile string, msg *slurmproto.LaunchTasks) uint32 {
+	if msg.Flags&slurmproto.LaunchParallelDebug != 0 {
+		// srun --debugger-test, or srun under a parallel debugger: stock stops
+		// each task at exec (ptrace) for the debugger; running them free would
+		// let the program run past the debugger's breakpoints.
+		log.Error("parallel debugger launch requested: slurmd-go cannot stop tasks at exec for a debugger")
+		return slurmproto.ESlurmNotSupported
+	}
+	if msg.X11 != 0 {
+		log.Error("X11 forwarding requested: slurmd-go has no extern step to forward it", "x11", msg.X11)
+		return slurmproto.ESlurmX11NotAvail
+	}
+	if c := slurmproto.CString(msg.Container); c != "" {
+		oci := filepath.Join(filepath.Dir(confFile), ociConfName)
+		if _, err := os.Stat(oci); err == nil {
+			log.Error("OCI container requested: slurmd-go does not run containers", "container", c, "oci_conf", oci)
+			return slurmproto.ESlurmContainerNotConfigured
+		}
+		log.Debug("container requested but containers are not configured on this node", "container", c)
+	}
+	return 0
+}
+
+// ociConfName is the file beside slurm.conf that turns on OCI containers.
+const ociConfName = "oci.conf"

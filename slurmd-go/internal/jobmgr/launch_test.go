@@ -1,9 +1,12 @@
 package jobmgr
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -35,5 +38,39 @@ func TestLibdirFixup(t *testing.T) {
 				t.Fatalf("env %q, want %q", msg.Env, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnsupportedStepFeature: a launch for a parallel debugger, asking for X11 forwarding, or for an OCI
+// container where oci.conf turns containers on, is refused with stock's code;
+// --container without oci.conf runs as on stock, which ignores it then.
+func TestUnsupportedStepFeature(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "slurm.conf")
+	log := hclog.NewNullLogger()
+	launch := func(x11 uint16, container string) *slurmproto.LaunchTasks {
+		m := &slurmproto.LaunchTasks{Container: container}
+		m.X11 = x11
+		return m
+	}
+	if rc := unsupportedStepFeature(log, conf, launch(0, "")); rc != 0 {
+		t.Fatalf("plain launch: rc %s", slurmproto.RCName(rc))
+	}
+	if rc := unsupportedStepFeature(log, conf, launch(1, "")); rc != slurmproto.ESlurmX11NotAvail {
+		t.Fatalf("--x11: rc %s, want ESLURM_X11_NOT_AVAIL", slurmproto.RCName(rc))
+	}
+	if rc := unsupportedStepFeature(log, conf, launch(0, "/bundle")); rc != 0 {
+		t.Fatalf("--container without oci.conf: rc %s, want 0 as stock", slurmproto.RCName(rc))
+	}
+	dbg := launch(0, "")
+	dbg.Flags = slurmproto.LaunchParallelDebug
+	if rc := unsupportedStepFeature(log, conf, dbg); rc != slurmproto.ESlurmNotSupported {
+		t.Fatalf("--debugger-test: rc %s, want ESLURM_NOT_SUPPORTED", slurmproto.RCName(rc))
+	}
+	if err := os.WriteFile(filepath.Join(dir, ociConfName), []byte("RunTimeRun=\"runc run %b\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc := unsupportedStepFeature(log, conf, launch(0, "/bundle")); rc != slurmproto.ESlurmContainerNotConfigured {
+		t.Fatalf("--container with oci.conf: rc %s, want ESLURM_CONTAINER_NOT_CONFIGURED", slurmproto.RCName(rc))
 	}
 }

@@ -316,7 +316,7 @@ func (s *Step) taskConfig(pid, umask int, nice *int) taskConfig {
 		NodeName:       s.spec.NodeName,
 	})
 	return taskConfig{
-		Mode: modeJob, NodeName: s.spec.NodeName, JobID: s.id.JobID,
+		Mode: modeJob, NodeName: s.spec.NodeName, Timestamped: s.timestamped(), JobID: s.id.JobID,
 		UID: s.uid, GID: s.gid, Groups: s.gids,
 		Cwd: s.cwd, Argv: argv, Env: env,
 		Umask: umask, Nice: nice, Propagate: s.propagate(),
@@ -393,7 +393,7 @@ func (s *Step) runAsUser(path string, env Env, maxWait time.Duration) (int, erro
 		_ = s.cg.AddPID(pid)
 	}
 	b, _ := json.Marshal(taskConfig{
-		Mode: modeScript, NodeName: s.spec.NodeName, JobID: s.id.JobID,
+		Mode: modeScript, NodeName: s.spec.NodeName, Timestamped: s.timestamped(), JobID: s.id.JobID,
 		UID: s.uid, GID: s.gid, Groups: s.gids, Cwd: s.cwd,
 		Argv: []string{path}, Env: env, Umask: -1,
 	})

@@ -292,6 +292,18 @@ func (s *Step) errorLine(format string, args ...any) {
 	s.stepdLog(logError, format, args...)
 }
 
+// timestamped: 26.05's step manager logs to the job's stderr with a timestamp.
+func (s *Step) timestamped() bool { return s.spec.ProtocolVersion >= slurmproto.Version2605 }
+
+// errorPrefix starts an error line of the step manager's on the job's
+// stderr, as stepdLog writes one; the task helper writes its own with it.
+func errorPrefix(node string, timestamped bool) string {
+	if timestamped {
+		return "[" + logTimestamp(time.Now()) + "] error: "
+	}
+	return "slurmstepd-" + node + ": error: "
+}
+
 // authorized is _slurm_authorized_user: root or SlurmUser.
 func (s *Step) authorized(uid uint32) bool {
 	return uid == 0 || uid == s.spec.SlurmUserUID

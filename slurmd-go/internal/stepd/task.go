@@ -38,17 +38,20 @@ const (
 
 // taskConfig is what the step manager sends the helper.
 type taskConfig struct {
-	Mode     string   `json:"mode"`
-	NodeName string   `json:"node_name"` // for "slurmstepd-<node>: error:" lines
-	JobID    uint32   `json:"job_id"`
-	UID      uint32   `json:"uid"`
-	GID      uint32   `json:"gid"`
-	Groups   []uint32 `json:"groups"`
-	Cwd      string   `json:"cwd"`
-	Argv     []string `json:"argv"`
-	Env      []string `json:"env"`
-	Umask    int      `json:"umask"` // -1: inherited
-	Nice     *int     `json:"nice,omitempty"`
+	Mode     string `json:"mode"`
+	NodeName string `json:"node_name"` // for "slurmstepd-<node>: error:" lines
+	// Timestamped: the step manager's error lines start "[<time>] error: "
+	// instead, as 26.05's do, in the task as in the step manager.
+	Timestamped bool     `json:"timestamped,omitempty"`
+	JobID       uint32   `json:"job_id"`
+	UID         uint32   `json:"uid"`
+	GID         uint32   `json:"gid"`
+	Groups      []uint32 `json:"groups"`
+	Cwd         string   `json:"cwd"`
+	Argv        []string `json:"argv"`
+	Env         []string `json:"env"`
+	Umask       int      `json:"umask"` // -1: inherited
+	Nice        *int     `json:"nice,omitempty"`
 	// Propagate says which limits slurm.conf propagates (by RlimitTable name).
 	Propagate   map[string]bool `json:"propagate"`
 	StepMemMiB  uint64          `json:"step_mem_mib"`
@@ -123,7 +126,7 @@ func (t *taskRun) logf(level int, format string, args ...any) {
 // errorf writes a stock-style error line to the task's stderr (the job's
 // stderr file): "slurmstepd-<node>: error: ...".
 func (t *taskRun) errorf(format string, args ...any) {
-	fmt.Fprintf(t.stderr, "slurmstepd-%s: error: %s\n", t.c.NodeName, fmt.Sprintf(format, args...))
+	fmt.Fprintf(t.stderr, "%s%s\n", errorPrefix(t.c.NodeName, t.c.Timestamped), fmt.Sprintf(format, args...))
 }
 
 func (t *taskRun) becomeUser() error {

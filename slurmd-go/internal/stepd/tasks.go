@@ -244,6 +244,17 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 	}
 	s.jobLogInit()
 	s.stepdLog(logDebug, "IO handler started pid=%d", os.Getpid())
+	// mgr.c _fork_all_tasks: the step manager's own chdir as the user
+	// says so on the step's stderr first; each task then says it again.
+	var chdirErr error
+	if err := proc.DoAs(proc.Cred{UID: s.uid, GID: s.gid, Groups: s.gids}, umask, func() error {
+		chdirErr = syscall.Chdir(s.cwd) // on this thread only
+		return nil
+	}); err != nil {
+		s.log.Warn("cannot check the working directory as the user", "error", err)
+	} else if chdirErr != nil {
+		s.errorLine("couldn't chdir to `%s': %s: going to /tmp instead", s.cwd, strerror(chdirErr))
+	}
 	s.stepdLog(logVerbose, "starting %d tasks", len(s.tasks))
 	exits := make(chan taskExit, len(s.tasks))
 	pgid := 0
@@ -386,7 +397,7 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 		s.mu.Unlock()
 	}
 	return taskConfig{
-		Mode: modeJob, NodeName: s.spec.NodeName, JobID: s.id.JobID,
+		Mode: modeJob, NodeName: s.spec.NodeName, Timestamped: s.timestamped(), JobID: s.id.JobID,
 		UID: s.uid, GID: s.gid, Groups: s.gids,
 		Cwd: s.cwd, Argv: argv, Env: env,
 		Umask: umask, Nice: nice, Propagate: s.propagate(),
