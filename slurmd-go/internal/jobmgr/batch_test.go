@@ -3,7 +3,6 @@ package jobmgr
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,69 +13,10 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
-	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authtest"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
-
-// recordingCtld is a slurmctld of 22.05 that answers every request RC 0 and
-// keeps what it was sent.
-type recordingCtld struct {
-	auth *authtest.Fake
-	mu   sync.Mutex
-	got  []slurmproto.Body // guarded by mu
-}
-
-func (f *recordingCtld) start(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.serve(c)
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func (f *recordingCtld) serve(c net.Conn) {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	frame, err := slurmproto.ReadFrame(c, 0)
-	if err != nil {
-		return
-	}
-	msg, err := slurmproto.DecodeMessage(frame)
-	if err != nil {
-		return
-	}
-	req, err := slurmproto.DecodeBody(msg.Header.Version, msg.Header.MsgType, msg.Body)
-	if err != nil {
-		return
-	}
-	f.mu.Lock()
-	f.got = append(f.got, req)
-	f.mu.Unlock()
-	v := slurmproto.Version2205
-	body, _ := slurmproto.EncodeBody(v, slurmproto.ReturnCode{})
-	h := slurmproto.Header{Version: v, MsgType: slurmproto.ResponseSlurmRC}
-	cred, _ := f.auth.Encode(context.Background(), auth.Payload(v, uint16(h.MsgType), body, auth.HashK12), auth.UIDAny)
-	_, _ = c.Write(slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, body))
-}
-
-func (f *recordingCtld) requests() []slurmproto.Body {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]slurmproto.Body(nil), f.got...)
-}
 
 type recordingRegistrar struct {
 	mu       sync.Mutex
@@ -111,9 +51,9 @@ func TestStartBatch_ReplyNotDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := &recordingCtld{auth: authtest.New(0, 0)}
-	addr := fc.start(t)
-	cl := ctld.New(fc.auth, func() ctld.Config { return ctld.Config{Hosts: []string{addr}, MessageTimeout: 5 * time.Second} }, hclog.NewNullLogger())
+	a := authtest.New(0, 0)
+	addr, sent := fakeCtld(t, a)
+	cl := ctld.New(a, func() ctld.Config { return ctld.Config{Hosts: []string{addr}, MessageTimeout: 5 * time.Second} }, hclog.NewNullLogger())
 	cl.Pin(slurmproto.Version2205)
 	// A step manager that did start would leave this file behind.
 	marker := filepath.Join(dir, "stepd-ran")
@@ -137,7 +77,10 @@ func TestStartBatch_ReplyNotDelivered(t *testing.T) {
 		t.Fatal("the aborted launch did not finish")
 	}
 
-	got := fc.requests()
+	var got []slurmproto.Body
+	for len(sent) > 0 {
+		got = append(got, <-sent)
+	}
 	if len(got) != 1 {
 		t.Fatalf("slurmctld got %d requests (%v), want one REQUEST_JOB_REQUEUE", len(got), got)
 	}
