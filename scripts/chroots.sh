@@ -29,7 +29,12 @@ mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self
 
 bind() { # bind SRC DST [rbind]
   mkdir -p "$2"
-  mounted "$2" && return 0
+  if mounted "$2"; then
+    # Still SRC? A repository removed and cloned again at the same path
+    # leaves a mount of the deleted directory: mount the new one over it.
+    [ "$(stat -c %d:%i "$1")" = "$(stat -c %d:%i "$2")" ] && return 0
+    umount -l "$2"
+  fi
   mount "--${3:-bind}" "$1" "$2"
 }
 
