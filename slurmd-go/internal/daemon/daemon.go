@@ -251,8 +251,10 @@ func (d *Daemon) startSack(ctx context.Context, cfg *config.Config) (*sack.Serve
 		ln.Close()
 		return nil, err
 	}
+	// Not ended by ctx: run shuts it down after stop, waiting for the
+	// requests it has accepted (sack.Server.Shutdown).
 	go func() {
-		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
+		if err := srv.Serve(context.WithoutCancel(ctx), ln); err != nil {
 			d.log.Error("sack server stopped", "error", err)
 		}
 	}()
@@ -473,6 +475,11 @@ loop:
 	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
+	if sackSrv != nil {
+		if err := sackSrv.Shutdown(sctx); err != nil {
+			d.log.Warn("shutdown left SACK requests unanswered", "error", err)
+		}
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		d.log.Warn("shutdown left requests unfinished", "error", err)
 	}

@@ -295,3 +295,103 @@ func TestListen_Contended(t *testing.T) {
 		}
 	}
 }
+
+// slowMint holds every MintSACK until release is closed.
+type slowMint struct {
+	*authslurm.Auth
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s slowMint) MintSACK(ctx context.Context, uid, gid, ruid uint32, data []byte) (string, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Auth.MintSACK(ctx, uid, gid, ruid, data)
+}
+
+// A daemon shutting down answers the requests it accepted and refuses new
+// ones, which then go on to the next socket (slurmctld's).
+func TestServer_ShutdownAnswersAccepted(t *testing.T) {
+	keys, err := authslurm.NewKeySet(false, authslurm.Key{Secret: []byte("sack test key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := authslurm.ProcessIDs()
+	a, err := authslurm.New(authslurm.Config{Keys: keys, ClusterName: "c", Hostname: "h", IDs: &ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := slowMint{Auth: a, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	path := filepath.Join(t.TempDir(), "sack.socket")
+	ln, err := sack.Listen(path, uint32(os.Getuid()), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sack.NewServer(sack.ServerConfig{Service: svc, Version: authslurm.Version2605})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), ln) }()
+
+	c := &sack.Client{Paths: []string{path}, Version: authslurm.Version2605}
+	minted := make(chan error, 1)
+	go func() {
+		_, err := c.Create(context.Background(), 0, nil)
+		minted <- err
+	}()
+	<-svc.entered
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	// Once the listener is closed a new client is refused at connect.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.Dial("unix", path)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			break
+		}
+		if conn != nil {
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect during shutdown: %v, want ECONNREFUSED", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) with a request still being served", err)
+	default:
+	}
+	close(svc.release)
+	if err := <-minted; err != nil {
+		t.Fatalf("the request accepted before Shutdown: %v", err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+
+	// Bounded by its context when a request never finishes.
+	hung := slowMint{Auth: a, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(hung.release)
+	path2 := filepath.Join(t.TempDir(), "sack.socket")
+	ln2, err := sack.Listen(path2, uint32(os.Getuid()), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2, err := sack.NewServer(sack.ServerConfig{Service: hung})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv2.Serve(context.Background(), ln2) }()
+	go func() { _, _ = (&sack.Client{Paths: []string{path2}}).Create(context.Background(), 0, nil) }()
+	<-hung.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := srv2.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a hung request: %v, want the deadline", err)
+	}
+}

@@ -221,7 +221,18 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 			}
 			return fmt.Errorf("sack: accept: %w", err)
 		}
+		// Adds happen under mu while open, so that Shutdown's Wait never
+		// races one; a connection accepted as Close ran is dropped (its
+		// client sees EOF, as when the daemon is gone).
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			<-s.sem
+			return nil
+		}
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-s.sem }()
@@ -249,6 +260,23 @@ func (s *Server) Close() error {
 		return s.ln.Close()
 	}
 	return nil
+}
+
+// Shutdown stops accepting, as Close, and waits until every connection
+// being served is answered or ctx is done. A daemon that exits with a
+// request half-served leaves that client without a token ("failed to create
+// token"), while one that has closed its listener sends new clients on to
+// slurmctld's socket.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Close()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sack: shutdown with requests still being served: %w", ctx.Err())
+	}
 }
 
 // serveConn answers one request and closes the connection, as stock does
