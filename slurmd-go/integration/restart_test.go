@@ -267,7 +267,13 @@ func runNodeRestart(t *testing.T, p pair, c *cluster.Cluster, i int, m restartMo
 	time.Sleep(restartDowntime)
 	c.StartNodeWith(t, n, bin, extra...)
 	run.downtime = time.Since(down)
+	// slurmctld may not have noticed the restart at all (a second down), so
+	// the daemon itself must answer too: a query sent before it listens
+	// fails at connect.
 	c.WaitFor(t, n+" answers again", restartRespond, func() (bool, string) {
+		if _, err := c.ShowSlurmdErr(t, "", n); err != nil {
+			return false, "scontrol show slurmd: " + err.Error()
+		}
 		s, err := c.NodeStates(t, n)
 		if err != nil {
 			return false, err.Error()
@@ -407,13 +413,29 @@ func pidinfo(t *testing.T, c *cluster.Cluster, n string, run *nodeRun, pids ...s
 	var l []string
 	for _, user := range []string{"", cluster.TestUser} {
 		for _, pid := range append(pids, "1") {
-			out, errOut, err := c.RunEnv(t, user, []string{"SLURMD_NODENAME=" + n}, "scontrol", "pidinfo", pid)
+			var out, errOut string
+			var err error
+			c.WaitFor(t, "scontrol pidinfo without a SACK failure", sackRetryTimeout, func() (bool, string) {
+				out, errOut, err = c.RunEnv(t, user, []string{"SLURMD_NODENAME=" + n}, "scontrol", "pidinfo", pid)
+				return !sackRace.MatchString(errOut), errOut
+			})
 			out = pidinfoTimeRe.ReplaceAllString(out, "<WHEN>")
 			l = append(l, fmt.Sprintf("%s: %q %q exit=%v", pidOf(pid), norm(strings.TrimSpace(out)), norm(strings.TrimSpace(errOut)), err != nil))
 		}
 	}
 	return l
 }
+
+// sackRace is an ordinary user's client failing to get or check a token
+// through SACK because the node daemon that owns /run/slurm/sack.socket is
+// restarting: every node of a cluster on this host shares that path (see
+// cluster.startMountNS), where each real node has its own. Stock and
+// slurmd-go alike; the query is asked again.
+var sackRace = regexp.MustCompile(`create_external: failed to create token|verify_external: sack_verify failure`)
+
+// sackRetryTimeout bounds how long a query is asked again after sackRace:
+// the owner's restart (restartDowntime and start-up).
+const sackRetryTimeout = 30 * time.Second
 
 // pidinfoTimeRe: the job's end time and remaining seconds in pidinfo's
 // answer, which differ between the clusters.
