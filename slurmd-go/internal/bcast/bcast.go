@@ -73,6 +73,8 @@ type Server struct {
 	files   map[fileKey]*transfer // guarded by mu
 	libdirs []*libdir             // guarded by mu
 	sigs    map[sigKey]struct{}   // guarded by mu: 22.05's verified signatures
+
+	ioTimeout time.Duration // IOTimeout; shorter in tests
 }
 
 type fileKey struct {
@@ -104,7 +106,7 @@ type libdir struct {
 // New returns a server; config is read per request.
 func New(config func() Config, log hclog.Logger) *Server {
 	return &Server{log: log.Named("bcast"), config: config, now: time.Now,
-		files: map[fileKey]*transfer{}, sigs: map[sigKey]struct{}{}}
+		files: map[fileKey]*transfer{}, sigs: map[sigKey]struct{}{}, ioTimeout: IOTimeout}
 }
 
 func (s *Server) cfg() Config { return s.config() }
@@ -159,18 +161,29 @@ func (s *Server) Serve(ctx context.Context, r Request) Result {
 		return Result{RC: slurmproto.SlurmError}
 	}
 	last := m.Flags&slurmproto.FileBcastLastBlock != 0
-	if err := bounded(ctx, func() error { return t.write(data, last, m, log) }); err != nil {
+	_, err = bounded(ctx, s.ioTimeout, func() (struct{}, error) { return struct{}{}, t.write(data, last, m, log) }, nil)
+	if err != nil {
 		log.Error("sbcast: can't write", "fname", fname, "error", err)
+		if last {
+			// t.write closed the file; the transfer is over.
+			s.drop(key, t)
+		}
 		return Result{RC: slurmproto.SlurmError}
 	}
 	if last {
-		s.mu.Lock()
-		if s.files[key] == t {
-			delete(s.files, key)
-		}
-		s.mu.Unlock()
+		s.drop(key, t)
 	}
 	return Result{}
+}
+
+// drop forgets the finished transfer t unless a newer one of the same file
+// replaced it.
+func (s *Server) drop(key fileKey, t *transfer) {
+	s.mu.Lock()
+	if s.files[key] == t {
+		delete(s.files, key)
+	}
+	s.mu.Unlock()
 }
 
 // destination is the file a block is for: a library of --send-libs goes
@@ -221,27 +234,36 @@ func (s *Server) register(ctx context.Context, version uint16, a credArgs, m *sl
 	}
 	t := &transfer{fname: key.fname, uid: a.uid, gid: a.gid, gids: gids, job: a.job, credID: a.id, last: s.now()}
 	force := m.Flags&slurmproto.FileBcastForce != 0
-	var dir string
-	err := bounded(ctx, func() error {
+	type opened struct {
+		f   *os.File
+		dir string
+	}
+	o, err := bounded(ctx, s.ioTimeout, func() (opened, error) {
 		f, err := openAs(t.cred(), key.fname, force)
 		if err != nil {
-			return err
+			return opened{}, err
 		}
+		var dir string
 		if m.Flags&slurmproto.FileBcastExe != 0 {
 			dir = key.fname + "_libs"
 			// 24.11 on accept an existing directory with --force; 22.05 never.
 			if err := mkdirAs(t.cred(), dir, force && version >= slurmproto.Version2411); err != nil {
 				f.Close()
-				return fmt.Errorf("unable to create directory %s: %w", dir, err)
+				return opened{}, fmt.Errorf("unable to create directory %s: %w", dir, err)
 			}
 		}
-		t.f = f
-		return nil
+		return opened{f: f, dir: dir}, nil
+	}, func(late opened) {
+		// Nobody holds the transfer any more: its descriptor must not stay open.
+		s.log.Error("sbcast: open finished after its bound, closed", "fname", key.fname, "uid", a.uid)
+		late.f.Close()
 	})
 	if err != nil {
 		s.log.Error("unable to open", "fname", key.fname, "uid", a.uid, "error", err)
 		return errnoRC(err)
 	}
+	t.f = o.f
+	dir := o.dir
 	s.mu.Lock()
 	if old := s.files[key]; old != nil {
 		// The same file again before the last transfer of it finished:
@@ -336,18 +358,34 @@ func decompress(m *slurmproto.FileBcast) ([]byte, error) {
 	return nil, fmt.Errorf("bcast: compression type %d not supported", m.Compress)
 }
 
-// bounded runs fn on its own goroutine and waits at most IOTimeout (or
-// ctx). A timed-out fn finishes in the background.
-func bounded(ctx context.Context, fn func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, IOTimeout)
+// bounded runs fn on its own goroutine and waits at most d (or ctx). A
+// timed-out fn finishes in the background; if it then succeeds, undo (when
+// not nil) gets its result, which nobody else will see.
+func bounded[T any](ctx context.Context, d time.Duration, fn func() (T, error), undo func(T)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- fn() }()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		done <- result{v, err}
+	}()
 	select {
-	case err := <-errc:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return fmt.Errorf("bcast: file work: %w", ctx.Err())
+		if undo != nil {
+			go func() {
+				if r := <-done; r.err == nil {
+					undo(r.v)
+				}
+			}()
+		}
+		var zero T
+		return zero, fmt.Errorf("bcast: file work not done within %s: %w", d, ctx.Err())
 	}
 }
 
