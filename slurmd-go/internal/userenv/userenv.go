@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 )
 
 // Fixed by every release's slurmd and env.c.
@@ -79,7 +81,9 @@ type Options struct {
 // Load returns the user's login environment, or an error after which the
 // job runs with the launch's environment alone (or is requeued, as
 // RequeueOnFailure says). It blocks up to the timeout plus ReapTimeout: call
-// it off the event loop. ctx ends it early (su is killed).
+// it off the event loop. ctx ends it early (su is killed): a cancelled ctx
+// gives an error that wraps context.Canceled and no cache fallback, a
+// deadline of ctx before the timeout gives ErrTimeout.
 func Load(ctx context.Context, o Options, log hclog.Logger) ([]string, error) {
 	if o.User == "" || strings.ContainsAny(o.User, "/\x00") {
 		return nil, fmt.Errorf("%w: user name %q", ErrBadConfig, o.User)
@@ -93,6 +97,11 @@ func Load(ctx context.Context, o Options, log hclog.Logger) ([]string, error) {
 	env, err := loadSu(ctx, o, log)
 	if err == nil {
 		return env, nil
+	}
+	if errors.Is(err, context.Canceled) {
+		// Nobody waits for an environment any more, the cache's neither.
+		log.Info("loading user environment cancelled", "user", o.User)
+		return nil, err
 	}
 	log.Error("failed to load current user environment variables", "user", o.User, "error", err)
 	if o.Cache && o.NoEnvCache {
@@ -176,7 +185,7 @@ func loadSu(ctx context.Context, o Options, log hclog.Logger) ([]string, error) 
 	go func() { _ = cmd.Wait(); close(waited) }()
 	defer func() {
 		// Typically a no-op: the group is gone once its stdout is closed.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = proc.KillPG(pgid, syscall.SIGKILL)
 		_ = cmd.Process.Kill()
 		select {
 		case <-waited:
@@ -194,6 +203,9 @@ func loadSu(ctx context.Context, o Options, log hclog.Logger) ([]string, error) 
 	defer stop()
 	out, err := readAll(pr)
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) && errors.Is(ctx.Err(), context.Canceled):
+		// The caller gave up (scancel of the job): no timeout to report.
+		return nil, fmt.Errorf("userenv: loading the environment of %s: %w", o.User, ctx.Err())
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, fmt.Errorf("%w after %v", ErrTimeout, timeout)
 	case err != nil:
