@@ -25,8 +25,6 @@ const (
 	// StallTimeout drops a transfer that got no block for this long
 	// (FILE_BCAST_TIMEOUT).
 	StallTimeout = 300 * time.Second
-	// VerifyTimeout bounds one munged call for a credential signature.
-	VerifyTimeout = 5 * time.Second
 	// IOTimeout bounds the file work of one block (open, write, metadata);
 	// a block that takes longer is answered SLURM_ERROR.
 	IOTimeout = 60 * time.Second
