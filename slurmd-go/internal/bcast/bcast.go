@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -228,7 +227,7 @@ func (s *Server) defaultName(a credArgs) string {
 func (s *Server) register(ctx context.Context, version uint16, a credArgs, m *slurmproto.FileBcast, key fileKey) uint32 {
 	gids := a.gids
 	if len(gids) == 0 {
-		gids = lookupGroups(a.uid, a.user)
+		gids = lookupGroups(a.uid, a.gid)
 	}
 	t := &transfer{fname: key.fname, uid: a.uid, gid: a.gid, gids: gids, job: a.job, credID: a.id, last: s.now()}
 	force := m.Flags&slurmproto.FileBcastForce != 0
@@ -398,29 +397,14 @@ func errnoRC(err error) uint32 {
 }
 
 // lookupGroups is group_cache_lookup: the user's groups from the node's
-// user database when the credential carries none.
-func lookupGroups(uid uint32, name string) []uint32 {
-	var u *user.User
-	var err error
-	if name != "" {
-		u, err = user.Lookup(name)
-	} else {
-		u, err = user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	}
+// user database, primary gid first, when the credential carries none; only
+// the primary gid when the user is unknown here, as stock.
+func lookupGroups(uid, gid uint32) []uint32 {
+	id, err := authslurm.LookupIdentity(uid, gid, false)
 	if err != nil {
-		return nil
+		return []uint32{gid}
 	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil
-	}
-	out := make([]uint32, 0, len(ids))
-	for _, id := range ids {
-		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
-			out = append(out, uint32(g))
-		}
-	}
-	return out
+	return id.GIDs
 }
 
 // ServeBcast implements handlers.Bcast.

@@ -440,3 +440,24 @@ func TestServe_LastBlockWriteFails(t *testing.T) {
 		t.Fatalf("transfers %v kept after the failed last block", e.s.files)
 	}
 }
+
+// TestLookupGroups: a credential without groups gets the user's from the
+// node, primary gid first; a user the node does not know keeps the primary
+// gid alone (group_cache_lookup).
+func TestLookupGroups(t *testing.T) {
+	u, err := user.Lookup("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lookupGroups(0, 0)
+	if len(got) == 0 || got[0] != 0 || len(got) != len(ids) {
+		t.Fatalf("groups of root %v, want gid 0 first and %d in all (%v)", got, len(ids), ids)
+	}
+	if got := lookupGroups(4_000_000_000, 4242); !slices.Equal(got, []uint32{4242}) {
+		t.Fatalf("groups of an unknown uid %v, want [4242]", got)
+	}
+}

@@ -40,7 +40,6 @@ func credFail(malformed bool, format string, args ...any) error {
 type credArgs struct {
 	job, step uint32
 	uid, gid  uint32
-	user      string
 	gids      []uint32
 	// id tells credentials apart: the munge signature or the token.
 	id string
@@ -82,7 +81,7 @@ func (s *Server) checkCred(ctx context.Context, version uint16, reqUID, reqGID u
 		return credArgs{}, credFail(false, "security violation: sbcast_cred from %d has bad hostset %s", reqUID, slurmproto.CString(c.Nodes))
 	}
 	a := credArgs{job: c.StepID.JobID, step: c.StepID.StepID, uid: c.UID, gid: c.GID,
-		user: slurmproto.CString(c.PwName), gids: c.Gids, id: c.Token}
+		gids: c.Gids, id: c.Token}
 	if a.id == "" {
 		a.id = string(c.Signature)
 	}
