@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/envarray"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 )
 
@@ -30,7 +31,7 @@ const (
 	// SuPath is SUCMD of Debian's build.
 	SuPath = "/bin/su"
 	// MaxOutput is ENV_BUFSIZE: stock fails on more output than that.
-	MaxOutput = 256 * 1024
+	MaxOutput = envarray.BufSize
 
 	startToken = "XXXXSLURMSTARTPARSINGHEREXXXX"
 	stopToken  = "XXXXSLURMSTOPPARSINGHEREXXXXX"
@@ -278,7 +279,7 @@ func ParseSu(out []byte) ([]string, error) {
 		i++
 		return lines[i-1], true
 	}
-	var env envList
+	var env envarray.Env
 	for {
 		line, ok := next()
 		if !ok {
@@ -287,27 +288,14 @@ func ParseSu(out []byte) ([]string, error) {
 		if strings.HasPrefix(line, stopToken) {
 			return env, nil
 		}
-		env.add(line, suNameMax, next)
+		add(&env, line, suNameMax, next)
 	}
-}
-
-// envList is an environment array with env_array_overwrite's semantics.
-type envList []string
-
-func (e *envList) overwrite(name, value string) {
-	for i, kv := range *e {
-		if strings.HasPrefix(kv, name+"=") {
-			(*e)[i] = name + "=" + value
-			return
-		}
-	}
-	*e = append(*e, name+"="+value)
 }
 
 // add parses one NAME=value line (_env_array_entry_splitter with a name
 // buffer of nameMax, _discard_env) and, for a bash function, the lines
-// next gives until its braces balance.
-func (e *envList) add(line string, nameMax int, next func() (string, bool)) {
+// next gives until its braces balance, into e (env_array_overwrite).
+func add(e *envarray.Env, line string, nameMax int, next func() (string, bool)) {
 	name, value, ok := strings.Cut(line, "=")
 	if !ok || len(name)+1 > nameMax || len(value)+1 > MaxOutput {
 		return
@@ -325,7 +313,7 @@ func (e *envList) add(line string, nameMax int, next func() (string, bool)) {
 			value += "\n" + l
 		}
 	}
-	e.overwrite(name, value)
+	e.Overwrite(name, value)
 }
 
 // bracketCount is _bracket_cnt: '{' minus '}'.
@@ -376,13 +364,13 @@ func ParseCache(r io.Reader) ([]string, error) {
 		}
 		return strings.TrimRight(b.String(), "\r\n"), true
 	}
-	var env envList
+	var env envarray.Env
 	for {
 		line, ok := fgets()
 		if !ok {
 			break
 		}
-		env.add(line, cacheNameMax, fgets)
+		add(&env, line, cacheNameMax, fgets)
 	}
 	if readErr != nil {
 		return nil, fmt.Errorf("userenv: read cache: %w", readErr)
