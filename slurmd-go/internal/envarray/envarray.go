@@ -82,17 +82,7 @@ func (e *Env) Unset(name string) {
 // Copy is env_array_copy: a merge into an empty array, which drops entries
 // without '=' or with over-long names or values and collapses duplicate
 // names into the first position with the last value.
-func (e Env) Copy() Env {
-	var out Env
-	for _, kv := range e {
-		i := strings.IndexByte(kv, '=')
-		if i < 0 || i+1 > NameMax || len(kv)-i > BufSize {
-			continue
-		}
-		out.Overwrite(kv[:i], kv[i+1:])
-	}
-	return out
-}
+func (e Env) Copy() Env { return Env(nil).Merge(e) }
 
 // Merge is env_array_merge(&e, src) on a copy of e: every well-formed
 // entry of src overwrites or joins e's.
