@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -25,8 +24,6 @@ const (
 	// StallTimeout drops a transfer that got no block for this long
 	// (FILE_BCAST_TIMEOUT).
 	StallTimeout = 300 * time.Second
-	// VerifyTimeout bounds one munged call for a credential signature.
-	VerifyTimeout = 5 * time.Second
 	// IOTimeout bounds the file work of one block (open, write, metadata);
 	// a block that takes longer is answered SLURM_ERROR.
 	IOTimeout = 60 * time.Second
@@ -73,6 +70,8 @@ type Server struct {
 	files   map[fileKey]*transfer // guarded by mu
 	libdirs []*libdir             // guarded by mu
 	sigs    map[sigKey]struct{}   // guarded by mu: 22.05's verified signatures
+
+	ioTimeout time.Duration // IOTimeout; shorter in tests
 }
 
 type fileKey struct {
@@ -104,7 +103,7 @@ type libdir struct {
 // New returns a server; config is read per request.
 func New(config func() Config, log hclog.Logger) *Server {
 	return &Server{log: log.Named("bcast"), config: config, now: time.Now,
-		files: map[fileKey]*transfer{}, sigs: map[sigKey]struct{}{}}
+		files: map[fileKey]*transfer{}, sigs: map[sigKey]struct{}{}, ioTimeout: IOTimeout}
 }
 
 func (s *Server) cfg() Config { return s.config() }
@@ -159,18 +158,29 @@ func (s *Server) Serve(ctx context.Context, r Request) Result {
 		return Result{RC: slurmproto.SlurmError}
 	}
 	last := m.Flags&slurmproto.FileBcastLastBlock != 0
-	if err := bounded(ctx, func() error { return t.write(data, last, m, log) }); err != nil {
+	_, err = bounded(ctx, s.ioTimeout, func() (struct{}, error) { return struct{}{}, t.write(data, last, m, log) }, nil)
+	if err != nil {
 		log.Error("sbcast: can't write", "fname", fname, "error", err)
+		if last {
+			// t.write closed the file; the transfer is over.
+			s.drop(key, t)
+		}
 		return Result{RC: slurmproto.SlurmError}
 	}
 	if last {
-		s.mu.Lock()
-		if s.files[key] == t {
-			delete(s.files, key)
-		}
-		s.mu.Unlock()
+		s.drop(key, t)
 	}
 	return Result{}
+}
+
+// drop forgets the finished transfer t unless a newer one of the same file
+// replaced it.
+func (s *Server) drop(key fileKey, t *transfer) {
+	s.mu.Lock()
+	if s.files[key] == t {
+		delete(s.files, key)
+	}
+	s.mu.Unlock()
 }
 
 // destination is the file a block is for: a library of --send-libs goes
@@ -217,31 +227,40 @@ func (s *Server) defaultName(a credArgs) string {
 func (s *Server) register(ctx context.Context, version uint16, a credArgs, m *slurmproto.FileBcast, key fileKey) uint32 {
 	gids := a.gids
 	if len(gids) == 0 {
-		gids = lookupGroups(a.uid, a.user)
+		gids = lookupGroups(a.uid, a.gid)
 	}
 	t := &transfer{fname: key.fname, uid: a.uid, gid: a.gid, gids: gids, job: a.job, credID: a.id, last: s.now()}
 	force := m.Flags&slurmproto.FileBcastForce != 0
-	var dir string
-	err := bounded(ctx, func() error {
+	type opened struct {
+		f   *os.File
+		dir string
+	}
+	o, err := bounded(ctx, s.ioTimeout, func() (opened, error) {
 		f, err := openAs(t.cred(), key.fname, force)
 		if err != nil {
-			return err
+			return opened{}, err
 		}
+		var dir string
 		if m.Flags&slurmproto.FileBcastExe != 0 {
 			dir = key.fname + "_libs"
 			// 24.11 on accept an existing directory with --force; 22.05 never.
 			if err := mkdirAs(t.cred(), dir, force && version >= slurmproto.Version2411); err != nil {
 				f.Close()
-				return fmt.Errorf("unable to create directory %s: %w", dir, err)
+				return opened{}, fmt.Errorf("unable to create directory %s: %w", dir, err)
 			}
 		}
-		t.f = f
-		return nil
+		return opened{f: f, dir: dir}, nil
+	}, func(late opened) {
+		// Nobody holds the transfer any more: its descriptor must not stay open.
+		s.log.Error("sbcast: open finished after its bound, closed", "fname", key.fname, "uid", a.uid)
+		late.f.Close()
 	})
 	if err != nil {
 		s.log.Error("unable to open", "fname", key.fname, "uid", a.uid, "error", err)
 		return errnoRC(err)
 	}
+	t.f = o.f
+	dir := o.dir
 	s.mu.Lock()
 	if old := s.files[key]; old != nil {
 		// The same file again before the last transfer of it finished:
@@ -336,18 +355,34 @@ func decompress(m *slurmproto.FileBcast) ([]byte, error) {
 	return nil, fmt.Errorf("bcast: compression type %d not supported", m.Compress)
 }
 
-// bounded runs fn on its own goroutine and waits at most IOTimeout (or
-// ctx). A timed-out fn finishes in the background.
-func bounded(ctx context.Context, fn func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, IOTimeout)
+// bounded runs fn on its own goroutine and waits at most d (or ctx). A
+// timed-out fn finishes in the background; if it then succeeds, undo (when
+// not nil) gets its result, which nobody else will see.
+func bounded[T any](ctx context.Context, d time.Duration, fn func() (T, error), undo func(T)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- fn() }()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		done <- result{v, err}
+	}()
 	select {
-	case err := <-errc:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return fmt.Errorf("bcast: file work: %w", ctx.Err())
+		if undo != nil {
+			go func() {
+				if r := <-done; r.err == nil {
+					undo(r.v)
+				}
+			}()
+		}
+		var zero T
+		return zero, fmt.Errorf("bcast: file work not done within %s: %w", d, ctx.Err())
 	}
 }
 
@@ -362,29 +397,14 @@ func errnoRC(err error) uint32 {
 }
 
 // lookupGroups is group_cache_lookup: the user's groups from the node's
-// user database when the credential carries none.
-func lookupGroups(uid uint32, name string) []uint32 {
-	var u *user.User
-	var err error
-	if name != "" {
-		u, err = user.Lookup(name)
-	} else {
-		u, err = user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	}
+// user database, primary gid first, when the credential carries none; only
+// the primary gid when the user is unknown here, as stock.
+func lookupGroups(uid, gid uint32) []uint32 {
+	id, err := authslurm.LookupIdentity(uid, gid, false)
 	if err != nil {
-		return nil
+		return []uint32{gid}
 	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil
-	}
-	out := make([]uint32, 0, len(ids))
-	for _, id := range ids {
-		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
-			out = append(out, uint32(g))
-		}
-	}
-	return out
+	return id.GIDs
 }
 
 // ServeBcast implements handlers.Bcast.

@@ -3,6 +3,8 @@ package bcast
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -373,5 +375,89 @@ func TestServe_SendLibsDirExists(t *testing.T) {
 				t.Fatalf("answer %+v, want %+v", r, want)
 			}
 		})
+	}
+}
+
+// TestServe_OpenOutrunsBound: a first block whose open does not finish
+// within the bound is refused, and the open that finishes later leaves no
+// descriptor behind. A FIFO's open blocks until a reader comes; once the
+// reader is there it must see end of file, not a writer that stays.
+func TestServe_OpenOutrunsBound(t *testing.T) {
+	e := newEnv(t)
+	e.s.ioTimeout = 50 * time.Millisecond
+	fifo := filepath.Join(e.dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(fifo, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	v := slurmproto.Version2205
+	r := e.send(t, v, blocks(t, payload(10), 64, false, fifo, slurmproto.FileBcastForce, e.cred(t, v, nil)))
+	if r.RC != slurmproto.SlurmError {
+		t.Fatalf("answer %+v, want SLURM_ERROR for an open past its bound", r)
+	}
+	rd, err := os.OpenFile(fifo, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if err := rd.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rd.Read(make([]byte, 16)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read %d bytes, %v: the late open's descriptor is still open", n, err)
+	}
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	if len(e.s.files) != 0 {
+		t.Fatalf("transfers %v registered after a failed open", e.s.files)
+	}
+}
+
+// TestServe_LastBlockWriteFails: a last block that cannot be written is
+// answered SLURM_ERROR, as stock answers it, and its file is closed at once
+// rather than at the stall sweep (/dev/full refuses every write).
+func TestServe_LastBlockWriteFails(t *testing.T) {
+	e := newEnv(t)
+	v := slurmproto.Version2205
+	r := e.send(t, v, blocks(t, payload(10), 64, false, "/dev/full", slurmproto.FileBcastForce, e.cred(t, v, nil)))
+	if r.RC != slurmproto.SlurmError {
+		t.Fatalf("answer %+v, want SLURM_ERROR", r)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if target, _ := os.Readlink("/proc/self/fd/" + fd.Name()); target == "/dev/full" {
+			t.Fatalf("descriptor %s on /dev/full still open after the failed last block", fd.Name())
+		}
+	}
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	if len(e.s.files) != 0 {
+		t.Fatalf("transfers %v kept after the failed last block", e.s.files)
+	}
+}
+
+// TestLookupGroups: a credential without groups gets the user's from the
+// node, primary gid first; a user the node does not know keeps the primary
+// gid alone (group_cache_lookup).
+func TestLookupGroups(t *testing.T) {
+	u, err := user.Lookup("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lookupGroups(0, 0)
+	if len(got) == 0 || got[0] != 0 || len(got) != len(ids) {
+		t.Fatalf("groups of root %v, want gid 0 first and %d in all (%v)", got, len(ids), ids)
+	}
+	if got := lookupGroups(4_000_000_000, 4242); !slices.Equal(got, []uint32{4242}) {
+		t.Fatalf("groups of an unknown uid %v, want [4242]", got)
 	}
 }

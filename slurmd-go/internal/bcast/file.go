@@ -60,6 +60,12 @@ func (t *transfer) write(data []byte, last bool, m *slurmproto.FileBcast, log hc
 		return fmt.Errorf("bcast: transfer of %s was dropped", t.fname)
 	}
 	if _, err := t.f.Write(data); err != nil {
+		if last {
+			// No block follows to finish the file: close it now rather
+			// than at the stall sweep.
+			t.f.Close()
+			t.f = nil
+		}
 		return err
 	}
 	if !last {

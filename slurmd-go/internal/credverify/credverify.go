@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
@@ -210,26 +211,40 @@ func (v *Verifier) signature(ctx context.Context, c *slurmproto.Cred) error {
 		}
 		return nil
 	}
-	sig := bytes.TrimRight(c.Signature, "\x00")
-	if len(sig) == 0 {
-		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential is not signed")
-	}
-	if len(c.Signed) == 0 {
-		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential has no signed bytes")
-	}
-	cred, err := v.Auth.Decode(ctx, string(sig))
-	if err != nil {
+	if err := MungeSignature(ctx, v.Auth, v.SlurmUserUID, c.Signature, c.Signed); err != nil {
 		rc := uint32(slurmproto.ESlurmdInvalidJobCredential)
 		if errors.Is(err, auth.ErrReplayed) {
 			rc = slurmproto.ESlurmdCredentialReplayed
 		}
-		return fail(rc, "credverify: credential signature: %w", err)
+		return &Error{RC: rc, Err: err}
 	}
-	if cred.UID != 0 && cred.UID != v.SlurmUserUID {
-		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential signed by uid %d, not SlurmUser", cred.UID)
+	return nil
+}
+
+// MungeSignature is cred/munge's cred_p_verify_sign, for job and sbcast
+// credentials alike: sig (its NUL padding trimmed) decodes, within
+// rpc.DefaultAuthTimeout, to a credential that root or SlurmUser made and
+// that carries exactly the signed field bytes. A decode error is wrapped
+// (auth.ErrReplayed where the authenticator refuses replays).
+func MungeSignature(ctx context.Context, a auth.Authenticator, slurmUserUID uint32, sig, signed []byte) error {
+	sig = bytes.TrimRight(sig, "\x00")
+	if len(sig) == 0 {
+		return errors.New("credverify: credential is not signed")
 	}
-	if !bytes.Equal(cred.Payload, c.Signed) {
-		return fail(slurmproto.ESlurmdInvalidJobCredential, "credverify: credential signature does not cover its fields")
+	if len(signed) == 0 {
+		return errors.New("credverify: credential has no signed bytes")
+	}
+	ctx, cancel := context.WithTimeout(ctx, rpc.DefaultAuthTimeout)
+	defer cancel()
+	cred, err := a.Decode(ctx, string(sig))
+	if err != nil {
+		return fmt.Errorf("credverify: credential signature: %w", err)
+	}
+	if cred.UID != 0 && cred.UID != slurmUserUID {
+		return fmt.Errorf("credverify: credential signed by uid %d, not SlurmUser %d", cred.UID, slurmUserUID)
+	}
+	if !bytes.Equal(cred.Payload, signed) {
+		return errors.New("credverify: credential signature does not cover its fields")
 	}
 	return nil
 }

@@ -123,7 +123,9 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		}
 		return rc, ranHere
 	}
-	userEnv, rc := m.userEnv(ctx, msg)
+	envCtx, endWait := m.jobContext(ctx, j)
+	userEnv, rc := m.userEnv(envCtx, msg)
+	endWait()
 	if rc != 0 {
 		return rc, false
 	}

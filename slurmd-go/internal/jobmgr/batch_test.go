@@ -31,13 +31,12 @@ func (r *recordingRegistrar) RegisterWithStatus(st uint32) {
 
 func (r *recordingRegistrar) TRES() []slurmproto.TRESRec { return nil }
 
-// TestStartBatch_ReplyNotDelivered: when slurmctld never got the answer to
-// REQUEST_BATCH_JOB_LAUNCH, the launch is aborted as slurmd's
-// _rpc_batch_job does: no step manager starts, slurmctld is asked to
-// requeue the job held as a failed launch, and the node registers with
-// SLURM_COMMUNICATIONS_SEND_ERROR.
-func TestStartBatch_ReplyNotDelivered(t *testing.T) {
-	dir := t.TempDir()
+// batchManager is a manager of node n2 whose slurmctld is a fake that
+// records what it gets; its step manager binary (dir/stepd) does not exist
+// until a test writes it.
+func batchManager(t *testing.T) (m *Manager, sent <-chan slurmproto.Body, reg *recordingRegistrar, dir string) {
+	t.Helper()
+	dir = t.TempDir()
 	p := filepath.Join(dir, "slurm.conf")
 	body := "ClusterName=c1\nSlurmctldHost=ctl\nSlurmUser=root\nNodeName=n[1-3] CPUs=1\n"
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -55,14 +54,23 @@ func TestStartBatch_ReplyNotDelivered(t *testing.T) {
 	addr, sent := fakeCtld(t, a)
 	cl := ctld.New(a, func() ctld.Config { return ctld.Config{Hosts: []string{addr}, MessageTimeout: 5 * time.Second} }, hclog.NewNullLogger())
 	cl.Pin(slurmproto.Version2205)
+	reg = &recordingRegistrar{}
+	m = New(func() *config.Config { return cfg }, cl, nil, func() int { return 1 }, filepath.Join(dir, "stepd"), reg, hclog.NewNullLogger())
+	return m, sent, reg, dir
+}
+
+// TestStartBatch_ReplyNotDelivered: when slurmctld never got the answer to
+// REQUEST_BATCH_JOB_LAUNCH, the launch is aborted as slurmd's
+// _rpc_batch_job does: no step manager starts, slurmctld is asked to
+// requeue the job held as a failed launch, and the node registers with
+// SLURM_COMMUNICATIONS_SEND_ERROR.
+func TestStartBatch_ReplyNotDelivered(t *testing.T) {
+	m, sent, reg, dir := batchManager(t)
 	// A step manager that did start would leave this file behind.
 	marker := filepath.Join(dir, "stepd-ran")
-	stepd := filepath.Join(dir, "stepd")
-	if err := os.WriteFile(stepd, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+	if err := os.WriteFile(m.stepdPath, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	reg := &recordingRegistrar{}
-	m := New(func() *config.Config { return cfg }, cl, nil, func() int { return 1 }, stepd, reg, hclog.NewNullLogger())
 
 	msg := &slurmproto.BatchJobLaunch{JobID: 4242, UID: 0, GID: 0, Nodes: "n2",
 		Cred: &slurmproto.Cred{StepID: slurmproto.StepID{JobID: 4242, StepID: slurmproto.StepIDBatch}}}
@@ -103,5 +111,50 @@ func TestStartBatch_ReplyNotDelivered(t *testing.T) {
 	// The job is not left "launching": a launch retried by slurmctld is taken.
 	if rc := m.AcceptBatch(msg); rc != 0 {
 		t.Errorf("a second launch after the abort: %s", slurmproto.RCName(rc))
+	}
+}
+
+// TestStartBatch_TerminateEndsUserEnv: a job terminated while its login
+// shell runs (sbatch --get-user-env, then scancel) ends that wait at once
+// instead of at the shell's 120 s bound, and no step manager starts.
+func TestStartBatch_TerminateEndsUserEnv(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("loading a user environment needs root, as slurmd: run as root (make test and CI do)")
+	}
+	// No step manager binary: su runs directly, and a launch that went on
+	// would fail and ask slurmctld to requeue the job.
+	m, sent, _, dir := batchManager(t)
+	// su's stand-in says it started, then hangs as a login script can.
+	m.suPath = filepath.Join(dir, "su")
+	started := filepath.Join(dir, "su-started")
+	if err := os.WriteFile(m.suPath, []byte("#!/bin/sh\ntouch "+started+"\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	msg := &slurmproto.BatchJobLaunch{JobID: 4243, UID: 0, GID: 0, Nodes: "n2", UserName: "root",
+		Environment: []string{getUserEnvVar},
+		Cred:        &slurmproto.Cred{StepID: slurmproto.StepID{JobID: 4243, StepID: slurmproto.StepIDBatch}}}
+	if rc := m.AcceptBatch(msg); rc != 0 {
+		t.Fatalf("AcceptBatch = %s", slurmproto.RCName(rc))
+	}
+	m.StartBatch(slurmproto.Version2205, nil, msg, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the login shell never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.beginTerminate(&slurmproto.KillJob{StepID: slurmproto.StepID{JobID: 4243, StepID: slurmproto.NoVal}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m.Wait(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("the launch still waits on the login shell after the job was terminated")
+	}
+	if len(sent) != 0 {
+		t.Errorf("slurmctld got %v: the terminated job's launch went on", <-sent)
 	}
 }

@@ -64,6 +64,7 @@ type Manager struct {
 	// libDirs returns the --send-libs directories of a step's broadcast
 	// executables (SetLibDirs; nil: none).
 	libDirs func(uid, job, step uint32) []string
+	suPath  string // userenv.SuPath; a stand-in in tests
 
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
@@ -87,6 +88,24 @@ type job struct {
 	prologRC     uint32
 	prologStatus uint32 // raw wait status of the Prolog
 	launching    int    // batch launches in progress
+	// endWait ends the launch's wait on the user's login shell when the
+	// job is terminated (jobContext); nil when none is running.
+	endWait context.CancelFunc
+}
+
+// jobContext is ctx, ended too when the job is terminated: a wait on the
+// user's behalf (the login shell of --get-user-env) ends with the job
+// instead of at its own bound.
+func (m *Manager) jobContext(ctx context.Context, j *job) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j == nil || !j.revokedAt.IsZero() {
+		cancel()
+		return ctx, cancel
+	}
+	j.endWait = cancel
+	return ctx, cancel
 }
 
 // New returns a manager. stepdPath is the slurmstepd-go binary; a decodes

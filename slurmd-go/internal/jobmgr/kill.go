@@ -24,6 +24,9 @@ func (m *Manager) beginTerminate(req *slurmproto.KillJob) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j.revokedAt = revokeTime(req)
+	if j.endWait != nil {
+		j.endWait()
+	}
 	m.saveStateLocked()
 	if m.terminating[req.StepID.JobID] {
 		return false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -271,10 +270,7 @@ func (m *Manager) runScript(ctx context.Context, kind, path string, env []string
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// run_command: stdin /dev/null opened read-write, stdout and stderr one pipe.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		defer null.Close()
-		cmd.Stdin = null
-	}
+	defer proc.AttachDevNull(cmd, false)()
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return 0

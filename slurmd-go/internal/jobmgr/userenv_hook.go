@@ -2,6 +2,7 @@ package jobmgr
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -39,9 +40,16 @@ func (m *Manager) userEnv(ctx context.Context, msg *slurmproto.BatchJobLaunch) (
 		StateSaveLocation: c.StateSaveLocation,
 		GetEnvTimeout:     c.GetEnvTimeout,
 		NoEnvCache:        strings.Contains(strings.ToLower(c.SchedulerParameters), "no_env_cache"),
+		SuPath:            m.suPath,
 	}, log)
 	if err == nil {
 		return env, 0
+	}
+	if errors.Is(err, context.Canceled) {
+		// The job was terminated meanwhile: the caller sees it revoked
+		// and launches nothing; no failure to report.
+		log.Info("job killed while its user environment loaded")
+		return nil, 0
 	}
 	requeue := userenv.RequeueOnFailure(cache, c.SchedulerParameters)
 	if requeue {

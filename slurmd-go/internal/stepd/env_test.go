@@ -15,31 +15,7 @@ import (
 
 func specStub() *stepapi.StartSpec { return &stepapi.StartSpec{Hostname: "vm", NodeName: "n1"} }
 
-func TestEnv_Semantics(t *testing.T) {
-	e := Env{"A=1", "B=2", "A=3", "NOEQ", "AB=4"}
-	if v, ok := e.Get("A"); !ok || v != "1" {
-		t.Errorf("Get(A) = %q %v", v, ok)
-	}
-	if _, ok := e.Get("NOEQ"); ok {
-		t.Error("entry without = found")
-	}
-	e.Overwrite("A", "x")
-	e.Append("B", "no")
-	e.Append("C", "5")
-	if want := (Env{"A=x", "B=2", "A=3", "NOEQ", "AB=4", "C=5"}); !slices.Equal(e, want) {
-		t.Errorf("after overwrite/append: %q", e)
-	}
-	if got, want := e.Copy(), (Env{"A=3", "B=2", "AB=4", "C=5"}); !slices.Equal(got, want) {
-		t.Errorf("Copy = %q, want %q", got, want)
-	}
-	e.Unset("A")
-	if want := (Env{"B=2", "NOEQ", "AB=4", "C=5"}); !slices.Equal(e, want) {
-		t.Errorf("Unset: %q", e)
-	}
-	long := strings.Repeat("v", maxEnvStrlen)
-	if e.Setenvf("L", long) {
-		t.Error("setenvf accepted an entry of MAX_ENV_STRLEN")
-	}
+func TestCompressedStrings(t *testing.T) {
 	if got := compressedToStr([]uint16{2, 1}, []uint32{3, 1}); got != "2(x3),1" {
 		t.Errorf("compressed %q", got)
 	}

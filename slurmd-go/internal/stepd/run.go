@@ -371,10 +371,7 @@ func (s *Step) runAsUser(path string, env Env, maxWait time.Duration) (int, erro
 	cmd := exec.Command(self, stepapi.CmdTask)
 	// slurmstepd's own stdin and stdout, which the script inherits, are one
 	// /dev/null opened read-write (slurmstepd.c dups slurmd's onto both).
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		defer null.Close()
-		cmd.Stdin, cmd.Stdout = null, null
-	}
+	defer proc.AttachDevNull(cmd, true)()
 	s.mu.Lock()
 	cmd.Stderr = s.stderr
 	s.mu.Unlock()

@@ -5,30 +5,29 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// Slurm's log levels (src/common/log.h), as srun --slurmd-debug and
+// Slurm's log levels (slurmconf.LogLevel), as srun --slurmd-debug and
 // SlurmdDebug number them.
 const (
-	logQuiet = iota
-	logFatal
-	logError
-	logInfo
-	logVerbose
-	logDebug
-	logDebug2
-	logDebug3
+	logQuiet   = int(slurmconf.LogQuiet)
+	logFatal   = int(slurmconf.LogFatal)
+	logError   = int(slurmconf.LogError)
+	logInfo    = int(slurmconf.LogInfo)
+	logVerbose = int(slurmconf.LogVerbose)
+	logDebug   = int(slurmconf.LogDebug)
+	logDebug2  = int(slurmconf.LogDebug2)
+	logDebug3  = int(slurmconf.LogDebug3)
 )
 
-// logLevelNames is log_num2string.
-var logLevelNames = []string{"quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5"}
-
+// logLevelName is log_num2string.
 func logLevelName(l int) string {
-	if l < 0 || l >= len(logLevelNames) {
+	if l < 0 {
 		return "unknown"
 	}
-	return logLevelNames[l]
+	return slurmconf.LogLevel(l).String()
 }
 
 // logPrefix is log.c's level prefix of a line.

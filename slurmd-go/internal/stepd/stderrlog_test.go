@@ -17,7 +17,7 @@ func TestStderrLevel(t *testing.T) {
 	cases := []struct {
 		name    string
 		version uint16
-		debug   uint16
+		debug   int
 		uid     uint32
 		want    int
 		refused bool
@@ -33,7 +33,7 @@ func TestStderrLevel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, refused := stderrLevel(tc.version, tc.debug, tc.uid, slurmUser)
+			got, refused := stderrLevel(tc.version, uint16(tc.debug), tc.uid, slurmUser)
 			if got != tc.want || refused != tc.refused {
 				t.Errorf("stderrLevel = %d, %v; want %d, %v", got, refused, tc.want, tc.refused)
 			}

@@ -328,10 +328,7 @@ func (t *taskRun) runTaskProlog(path, name string) int {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// run_command: stdin /dev/null opened read-write, stdout and stderr one pipe.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		defer null.Close()
-		cmd.Stdin = null
-	}
+	defer proc.AttachDevNull(cmd, false)()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := cmd.Run()
 	var ee *exec.ExitError

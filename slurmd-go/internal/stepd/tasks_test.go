@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/envarray"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -90,7 +91,7 @@ func TestStepTaskEnv_Minimal(t *testing.T) {
 		t.Errorf("SLURM_CONF for the wire's empty string: %q", got)
 	}
 	// A value setenvf refuses (MAX_ENV_STRLEN) is left out, the rest set.
-	got = StepTaskEnv(nil, StepEnvConfig{JobID: 5, GTIDs: "0", UserName: strings.Repeat("u", maxEnvStrlen)})
+	got = StepTaskEnv(nil, StepEnvConfig{JobID: 5, GTIDs: "0", UserName: strings.Repeat("u", envarray.MaxStrlen)})
 	if _, ok := Env(got).Get("SLURM_JOB_USER"); ok {
 		t.Error("over-long SLURM_JOB_USER was set")
 	}

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/envarray"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 )
 
 // Fixed by every release's slurmd and env.c.
@@ -28,7 +31,7 @@ const (
 	// SuPath is SUCMD of Debian's build.
 	SuPath = "/bin/su"
 	// MaxOutput is ENV_BUFSIZE: stock fails on more output than that.
-	MaxOutput = 256 * 1024
+	MaxOutput = envarray.BufSize
 
 	startToken = "XXXXSLURMSTARTPARSINGHEREXXXX"
 	stopToken  = "XXXXSLURMSTOPPARSINGHEREXXXXX"
@@ -79,7 +82,9 @@ type Options struct {
 // Load returns the user's login environment, or an error after which the
 // job runs with the launch's environment alone (or is requeued, as
 // RequeueOnFailure says). It blocks up to the timeout plus ReapTimeout: call
-// it off the event loop. ctx ends it early (su is killed).
+// it off the event loop. ctx ends it early (su is killed): a cancelled ctx
+// gives an error that wraps context.Canceled and no cache fallback, a
+// deadline of ctx before the timeout gives ErrTimeout.
 func Load(ctx context.Context, o Options, log hclog.Logger) ([]string, error) {
 	if o.User == "" || strings.ContainsAny(o.User, "/\x00") {
 		return nil, fmt.Errorf("%w: user name %q", ErrBadConfig, o.User)
@@ -93,6 +98,11 @@ func Load(ctx context.Context, o Options, log hclog.Logger) ([]string, error) {
 	env, err := loadSu(ctx, o, log)
 	if err == nil {
 		return env, nil
+	}
+	if errors.Is(err, context.Canceled) {
+		// Nobody waits for an environment any more, the cache's neither.
+		log.Info("loading user environment cancelled", "user", o.User)
+		return nil, err
 	}
 	log.Error("failed to load current user environment variables", "user", o.User, "error", err)
 	if o.Cache && o.NoEnvCache {
@@ -176,7 +186,7 @@ func loadSu(ctx context.Context, o Options, log hclog.Logger) ([]string, error) 
 	go func() { _ = cmd.Wait(); close(waited) }()
 	defer func() {
 		// Typically a no-op: the group is gone once its stdout is closed.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = proc.KillPG(pgid, syscall.SIGKILL)
 		_ = cmd.Process.Kill()
 		select {
 		case <-waited:
@@ -194,6 +204,9 @@ func loadSu(ctx context.Context, o Options, log hclog.Logger) ([]string, error) 
 	defer stop()
 	out, err := readAll(pr)
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) && errors.Is(ctx.Err(), context.Canceled):
+		// The caller gave up (scancel of the job): no timeout to report.
+		return nil, fmt.Errorf("userenv: loading the environment of %s: %w", o.User, ctx.Err())
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, fmt.Errorf("%w after %v", ErrTimeout, timeout)
 	case err != nil:
@@ -266,7 +279,7 @@ func ParseSu(out []byte) ([]string, error) {
 		i++
 		return lines[i-1], true
 	}
-	var env envList
+	var env envarray.Env
 	for {
 		line, ok := next()
 		if !ok {
@@ -275,27 +288,14 @@ func ParseSu(out []byte) ([]string, error) {
 		if strings.HasPrefix(line, stopToken) {
 			return env, nil
 		}
-		env.add(line, suNameMax, next)
+		add(&env, line, suNameMax, next)
 	}
-}
-
-// envList is an environment array with env_array_overwrite's semantics.
-type envList []string
-
-func (e *envList) overwrite(name, value string) {
-	for i, kv := range *e {
-		if strings.HasPrefix(kv, name+"=") {
-			(*e)[i] = name + "=" + value
-			return
-		}
-	}
-	*e = append(*e, name+"="+value)
 }
 
 // add parses one NAME=value line (_env_array_entry_splitter with a name
 // buffer of nameMax, _discard_env) and, for a bash function, the lines
-// next gives until its braces balance.
-func (e *envList) add(line string, nameMax int, next func() (string, bool)) {
+// next gives until its braces balance, into e (env_array_overwrite).
+func add(e *envarray.Env, line string, nameMax int, next func() (string, bool)) {
 	name, value, ok := strings.Cut(line, "=")
 	if !ok || len(name)+1 > nameMax || len(value)+1 > MaxOutput {
 		return
@@ -313,7 +313,7 @@ func (e *envList) add(line string, nameMax int, next func() (string, bool)) {
 			value += "\n" + l
 		}
 	}
-	e.overwrite(name, value)
+	e.Overwrite(name, value)
 }
 
 // bracketCount is _bracket_cnt: '{' minus '}'.
@@ -364,13 +364,13 @@ func ParseCache(r io.Reader) ([]string, error) {
 		}
 		return strings.TrimRight(b.String(), "\r\n"), true
 	}
-	var env envList
+	var env envarray.Env
 	for {
 		line, ok := fgets()
 		if !ok {
 			break
 		}
-		env.add(line, cacheNameMax, fgets)
+		add(&env, line, cacheNameMax, fgets)
 	}
 	if readErr != nil {
 		return nil, fmt.Errorf("userenv: read cache: %w", readErr)

@@ -136,7 +136,7 @@ exec env -i HOME=/home/u1 LOGNAME=u1 /bin/sh -c "$4"
 			t.Fatalf("error %v, want %v", err, ErrOverflow)
 		}
 	})
-	t.Run("cancelled", func(t *testing.T) {
+	t.Run("context deadline is a timeout", func(t *testing.T) {
 		su := fakeSu(t, "sleep 30\n")
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
@@ -144,6 +144,42 @@ exec env -i HOME=/home/u1 LOGNAME=u1 /bin/sh -c "$4"
 			t.Fatalf("error %v, want %v", err, ErrTimeout)
 		}
 	})
+	t.Run("cancelled", func(t *testing.T) {
+		su := fakeSu(t, "sleep 30\n")
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		start := time.Now()
+		_, err := loadSu(ctx, Options{User: "u1", SuPath: su, Timeout: time.Minute}, log)
+		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
+			t.Fatalf("error %v, want one that wraps %v and not %v", err, context.Canceled, ErrTimeout)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("took %v after the cancel", d)
+		}
+	})
+}
+
+// TestLoad_CancelledSkipsCache: a cancelled load is over; it does not read
+// the cache a failed su falls back to.
+func TestLoad_CancelledSkipsCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("Load needs root, as slurmd: run as root (make test and CI do)")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "env_cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(CachePath(dir, "u1"), []byte("HOME=/cached\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	o := Options{User: "u1", SuPath: fakeSu(t, "sleep 30\n"), Timeout: time.Minute,
+		Cache: true, GetEnvTimeout: 2, NoEnvCache: true, StateSaveLocation: dir}
+	env, err := Load(ctx, o, hclog.NewNullLogger())
+	if !errors.Is(err, context.Canceled) || env != nil {
+		t.Fatalf("Load = %q, %v; want no environment and an error wrapping %v", env, err, context.Canceled)
+	}
 }
 
 func TestLoad_Cache(t *testing.T) {

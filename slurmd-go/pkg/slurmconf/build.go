@@ -723,8 +723,7 @@ func logLevel(v string) (LogLevel, bool) {
 		n, _, _ := strtol10(v)
 		return LogLevel(uint16(n)), true
 	}
-	names := []string{"quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5"}
-	for i, n := range names {
+	for i, n := range logLevelNames {
 		if strings.EqualFold(v, n) {
 			return LogLevel(i), true
 		}

@@ -68,6 +68,21 @@ const (
 	LogEnd // LOG_LEVEL_END: "not set" (SlurmdSyslogDebug)
 )
 
+// logLevelNames are the names of LogQuiet to LogDebug5, in order.
+var logLevelNames = []string{"quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5"}
+
+// String is log_num2string: the level's name, "(null)" for LogEnd (a
+// channel not set), "unknown" past it.
+func (l LogLevel) String() string {
+	switch {
+	case int(l) < len(logLevelNames):
+		return logLevelNames[l]
+	case l == LogEnd:
+		return "(null)"
+	}
+	return "unknown"
+}
+
 // PrologFlags is the PrologFlags bit set; values are slurm.h's PROLOG_FLAG_*.
 type PrologFlags uint16
 

@@ -1,11 +1,12 @@
 package slurmproto
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/jwtclaim"
 )
 
 // SbcastCred is an sbcast credential (sbcast_cred_t): what slurmctld gives
@@ -247,53 +248,21 @@ func sbcastFromToken(v uint16, tok string) (*SbcastCred, error) {
 	return c, nil
 }
 
-// idFromClaim reads the "id" grant into id's names and groups (the uid and
-// gid are claims of their own). No grant leaves them empty: stock then
-// looks the user up on the node.
+// idFromClaim reads the "id" grant (jwtclaim.ParseIdentity) into id's
+// names and groups (the uid and gid are claims of their own). No grant
+// leaves them empty: stock then looks the user up on the node.
 func idFromClaim(raw json.RawMessage, id *Identity) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	var g struct {
-		Name, Gecos, Dir, Shell *string
-		Gids                    []json.Number
-		Groups                  json.RawMessage
-	}
-	if err := json.Unmarshal(raw, &g); err != nil {
+	g, err := jwtclaim.ParseIdentity(raw)
+	if err != nil {
 		return fmt.Errorf("%w: sbcast token claim id: %v", ErrMalformed, err)
 	}
 	id.PwName, id.PwGecos, id.PwDir, id.PwShell = claimStr(g.Name), claimStr(g.Gecos), claimStr(g.Dir), claimStr(g.Shell)
-	if len(g.Groups) == 0 || string(g.Groups) == "null" {
-		for _, n := range g.Gids {
-			gid, err := claimU32("id.gids", n)
-			if err != nil {
-				return err
-			}
-			id.Gids = append(id.Gids, gid)
-		}
-		return nil
-	}
-	// {"name": gid, ...}: names and gids in the object's order.
-	dec := json.NewDecoder(bytes.NewReader(g.Groups))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return fmt.Errorf("%w: sbcast token claim id.groups is not an object", ErrMalformed)
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		name, ok := t.(string)
-		if err != nil || !ok {
-			return fmt.Errorf("%w: sbcast token claim id.groups: key %v: %v", ErrMalformed, t, err)
-		}
-		var n json.Number
-		if err := dec.Decode(&n); err != nil {
-			return fmt.Errorf("%w: sbcast token claim id.groups: %v", ErrMalformed, err)
-		}
-		gid, err := claimU32("id.groups", n)
-		if err != nil {
-			return err
-		}
-		id.GrNames, id.Gids = append(id.GrNames, name), append(id.Gids, gid)
+	id.Gids, id.GrNames = g.GIDs, g.GroupNames
+	if len(id.GrNames) == 0 {
+		id.GrNames = nil
 	}
 	return nil
 }

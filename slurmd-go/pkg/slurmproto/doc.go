@@ -5,7 +5,8 @@
 // 23.02 from 24.11, 23.11 and 24.05 from 25.x). The release is threaded
 // through every call, never assumed; release.go says which releases are
 // spoken in full. It does no I/O except ReadFrame/WriteFrame and imports
-// only the standard library.
+// only the standard library and pkg/jwtclaim (token claims, itself standard
+// library only).
 //
 // # Frame layout
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/jwtclaim"
 )
 
 // A cred/slurm job credential is packstr(token) in the message where
@@ -76,8 +77,8 @@ func parseSbcast(raw json.RawMessage) (*SbcastGrant, error) {
 		return nil, fmt.Errorf("extract_sbcast: failed to decode sbcast field: %w", err)
 	}
 	g := &SbcastGrant{}
-	g.Nodes, _ = jsonString(f.Nodes)
-	g.SLUID, _ = jsonString(f.SLUID)
+	g.Nodes, _ = jwtclaim.String(f.Nodes)
+	g.SLUID, _ = jwtclaim.String(f.SLUID)
 	var err error
 	for _, p := range []struct {
 		name string
@@ -87,7 +88,7 @@ func parseSbcast(raw json.RawMessage) (*SbcastGrant, error) {
 		if len(p.raw) == 0 {
 			continue
 		}
-		if *p.dst, err = claimUint32(p.raw); err != nil {
+		if *p.dst, err = jwtclaim.Uint32(p.raw); err != nil {
 			return nil, fmt.Errorf("extract_sbcast: %s: %w", p.name, err)
 		}
 	}

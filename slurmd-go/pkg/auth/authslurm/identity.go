@@ -2,13 +2,14 @@ package authslurm
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/user"
 	"strconv"
 	"strings"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/jwtclaim"
 )
 
 // Identity is the "id" grant: the user a token speaks for, as the issuer's
@@ -38,68 +39,21 @@ func (id *Identity) grant() jsonObject {
 	return o
 }
 
-// parseIdentity reads an "id" claim. Like stock extract_identity, a field
-// of the wrong type reads as empty; the claim itself must be an object and
-// group ids must be integers.
+// parseIdentity reads an "id" claim (jwtclaim.ParseIdentity); a name the
+// grant has no string for is empty.
 func parseIdentity(raw json.RawMessage) (*Identity, error) {
-	var f struct {
-		Name, Gecos, Dir, Shell json.RawMessage
-		Gids                    []json.RawMessage
-		Groups                  json.RawMessage
+	g, err := jwtclaim.ParseIdentity(raw)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, fmt.Errorf("extract_identity: failed to decode id field: %w", err)
-	}
-	id := &Identity{}
-	id.Name, _ = jsonString(f.Name)
-	id.Gecos, _ = jsonString(f.Gecos)
-	id.Dir, _ = jsonString(f.Dir)
-	id.Shell, _ = jsonString(f.Shell)
-	if len(f.Groups) > 0 && string(f.Groups) != "null" {
-		names, gids, err := parseGroups(f.Groups)
-		if err != nil {
-			return nil, err
+	str := func(s *string) string {
+		if s == nil {
+			return ""
 		}
-		id.GroupNames, id.GIDs = names, gids
-		return id, nil
+		return *s
 	}
-	for _, g := range f.Gids {
-		n, err := claimUint32(g)
-		if err != nil {
-			return nil, fmt.Errorf("extract_identity: gid %s: %w", g, err)
-		}
-		id.GIDs = append(id.GIDs, n)
-	}
-	return id, nil
-}
-
-// parseGroups reads {"name": gid, ...} keeping the order of the JSON.
-func parseGroups(raw json.RawMessage) (names []string, gids []uint32, err error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, nil, fmt.Errorf("extract_identity: groups is not an object")
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, nil, fmt.Errorf("extract_identity: groups: %w", err)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, fmt.Errorf("extract_identity: groups: %w", err)
-		}
-		n, err := claimUint32(v)
-		if err != nil {
-			return nil, nil, fmt.Errorf("extract_identity: group %v: %w", t, err)
-		}
-		names = append(names, t.(string))
-		gids = append(gids, n)
-	}
-	if names == nil {
-		names = []string{}
-	}
-	return names, gids, nil
+	return &Identity{Name: str(g.Name), Gecos: str(g.Gecos), Dir: str(g.Dir), Shell: str(g.Shell),
+		GIDs: g.GIDs, GroupNames: g.GroupNames}, nil
 }
 
 // LookupIdentity builds the identity of uid/gid from this host's user

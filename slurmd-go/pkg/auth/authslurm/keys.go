@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/jwtclaim"
 )
 
 // Key file names, looked for in slurm.conf's directory, and the environment
@@ -240,7 +242,7 @@ func parseJWKS(data []byte, path string) (*KeySet, error) {
 	}
 	set := &KeySet{Path: path, JWKS: true, signWith: -1}
 	for _, jk := range *doc.Keys {
-		kid, ok := jsonString(jk.KID)
+		kid, ok := jwtclaim.String(jk.KID)
 		if !ok {
 			return nil, keyErrorf("_build_key_list: failed to load kid field")
 		}
@@ -249,21 +251,21 @@ func parseJWKS(data []byte, path string) (*KeySet, error) {
 				return nil, keyErrorf("_build_key_list: kid fields must be unique")
 			}
 		}
-		kty, ok := jsonString(jk.KTY)
+		kty, ok := jwtclaim.String(jk.KTY)
 		if !ok {
 			return nil, keyErrorf("_build_key_list: failed to load kty field")
 		}
 		if !strings.EqualFold(kty, "oct") {
 			return nil, keyErrorf("_build_key_list: kty field must be oct")
 		}
-		alg, ok := jsonString(jk.Alg)
+		alg, ok := jwtclaim.String(jk.Alg)
 		if !ok {
 			return nil, keyErrorf("_build_key_list: failed to load alg field")
 		}
 		if !strings.EqualFold(alg, "HS256") {
 			return nil, keyErrorf("_build_key_list: alg field must be HS256")
 		}
-		k, ok := jsonString(jk.K)
+		k, ok := jwtclaim.String(jk.K)
 		if !ok {
 			return nil, keyErrorf("_build_key_list: failed to load key field")
 		}
@@ -275,7 +277,7 @@ func parseJWKS(data []byte, path string) (*KeySet, error) {
 			return nil, keyErrorf("_build_key_list: key lacks sufficient entropy")
 		}
 		key := Key{ID: kid, Secret: secret}
-		if use, ok := jsonString(jk.Use); ok && strings.EqualFold(use, "default") {
+		if use, ok := jwtclaim.String(jk.Use); ok && strings.EqualFold(use, "default") {
 			if set.signWith >= 0 {
 				return nil, keyErrorf("_build_key_list: multiple default keys defined")
 			}
@@ -307,19 +309,10 @@ func decodeJWKSKey(k string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(k)
 }
 
-// jsonString returns raw as a string if it is a JSON string.
-func jsonString(raw json.RawMessage) (string, bool) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
 // jsonInt reads an integer the way Slurm's data_get_int_converted does for
 // exp: a JSON integer, or a string holding one.
 func jsonInt(raw json.RawMessage) (int64, error) {
-	if s, ok := jsonString(raw); ok {
+	if s, ok := jwtclaim.String(raw); ok {
 		return strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	}
 	return strconv.ParseInt(string(raw), 10, 64)

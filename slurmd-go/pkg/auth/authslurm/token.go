@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/jwtclaim"
 )
 
 // Token contexts (the "context" claim): what a token may be used for.
@@ -123,13 +123,13 @@ func verify(keys *KeySet, raw string, o verifyOptions) (*Token, error) {
 		t.KeyID, _ = tok.Header["kid"].(string)
 	}
 
-	if t.Expires, err = claimInt(wc.EXP); err != nil {
+	if t.Expires, err = jwtclaim.Int(wc.EXP); err != nil {
 		return nil, fmt.Errorf("%w: decode_jwt: exp: %s", auth.ErrMalformed, err)
 	}
 	if t.Expires < o.now.Unix() {
 		return nil, fmt.Errorf("%w: decode_jwt: token expired at %d", auth.ErrExpired, t.Expires)
 	}
-	ruid, err := claimInt(wc.RUID)
+	ruid, err := jwtclaim.Int(wc.RUID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: decode_jwt: jwt_get_grant_int failure for uid (ruid: %s)", auth.ErrMalformed, err)
 	}
@@ -142,25 +142,25 @@ func verify(keys *KeySet, raw string, o verifyOptions) (*Token, error) {
 	}
 	t.RUID = uint32(ruid)
 
-	if t.IssuedAt, err = claimInt(wc.IAT); err != nil {
+	if t.IssuedAt, err = jwtclaim.Int(wc.IAT); err != nil {
 		return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: jwt_get_grant_int failure for iat (%s)", auth.ErrMalformed, err)
 	}
-	if t.UID, err = claimUint32(wc.UID); err != nil {
+	if t.UID, err = jwtclaim.Uint32(wc.UID); err != nil {
 		return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: jwt_get_grant_int failure for uid (%s)", auth.ErrMalformed, err)
 	}
-	if t.GID, err = claimUint32(wc.GID); err != nil {
+	if t.GID, err = jwtclaim.Uint32(wc.GID); err != nil {
 		return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: jwt_get_grant_int failure for gid (%s)", auth.ErrMalformed, err)
 	}
 	var ok bool
-	if t.Host, ok = jsonString(wc.Host); !ok {
+	if t.Host, ok = jwtclaim.String(wc.Host); !ok {
 		return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: jwt_get_grant failure for host", auth.ErrMalformed)
 	}
-	t.Cluster, _ = jsonString(wc.Cluster) // optional, as in stock
-	if t.Context, ok = jsonString(wc.Context); !ok {
+	t.Cluster, _ = jwtclaim.String(wc.Cluster) // optional, as in stock
+	if t.Context, ok = jwtclaim.String(wc.Context); !ok {
 		return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: jwt_get_grant failure for context", auth.ErrMalformed)
 	}
 	if len(wc.Payload) > 0 {
-		p, ok := jsonString(wc.Payload)
+		p, ok := jwtclaim.String(wc.Payload)
 		if !ok {
 			return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: payload is not a string", auth.ErrMalformed)
 		}
@@ -168,7 +168,7 @@ func verify(keys *KeySet, raw string, o verifyOptions) (*Token, error) {
 			return nil, fmt.Errorf("%w: copy_jwt_grants_to_cred: xbase64_decode failed to decode payload", auth.ErrMalformed)
 		}
 	}
-	t.Version, _ = claimInt(wc.Ver)
+	t.Version, _ = jwtclaim.Int(wc.Ver)
 
 	if !contains(o.contexts, t.Context) {
 		return nil, fmt.Errorf("%w: context %q, want %s", auth.ErrWrongContext, t.Context, strings.Join(o.contexts, " or "))
@@ -196,34 +196,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// claimInt reads a JSON integer claim (jansson json_is_integer: no
-// fraction, no exponent, no string).
-func claimInt(raw json.RawMessage) (int64, error) {
-	if len(raw) == 0 {
-		return 0, errors.New("missing")
-	}
-	s := string(raw)
-	if strings.ContainsAny(s, ".eE\"") {
-		return 0, fmt.Errorf("%s is not an integer", s)
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s is not an integer", s)
-	}
-	return n, nil
-}
-
-func claimUint32(raw json.RawMessage) (uint32, error) {
-	n, err := claimInt(raw)
-	if err != nil {
-		return 0, err
-	}
-	if n < 0 || n > int64(^uint32(0)) {
-		return 0, fmt.Errorf("%d is out of range", n)
-	}
-	return uint32(n), nil
 }
 
 // decodePayload decodes the "payload" claim: standard base64, as libjwt's
