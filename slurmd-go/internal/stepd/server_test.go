@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/suspend"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -305,7 +306,7 @@ func TestServer_Authorization(t *testing.T) {
 		if rc, errno := s.handleTerminate(555); rc != -1 || errno != int32(syscall.EPERM) {
 			t.Errorf("terminate from uid 555: %d %d", rc, errno)
 		}
-		if rc, errno := s.handleSuspend(true, 4242); rc != -1 || errno != int32(syscall.EPERM) {
+		if rc, errno := s.handleSuspend(suspend.OpSuspend, 4242); rc != -1 || errno != int32(syscall.EPERM) {
 			t.Errorf("suspend by the job owner: %d %d", rc, errno)
 		}
 		if rc, _ := s.handleSignal(int(syscall.SIGCONT), 0, "", 4242, 4242); rc != 0 {
