@@ -94,20 +94,27 @@ func (s *Step) suspender() *suspend.Machine {
 	return m
 }
 
-// isSuspended says whether signals are refused (ESLURMD_STEP_SUSPENDED).
+// isSuspended says whether signals are refused (ESLURMD_STEP_SUSPENDED),
+// once a chain in progress has ended.
 func (s *Step) isSuspended() bool {
 	s.mu.Lock()
 	m := s.susp
 	s.mu.Unlock()
-	return m != nil && m.Suspended()
+	if m == nil {
+		return false
+	}
+	m.Wait()
+	return m.Suspended()
 }
 
-// clearSuspend forgets a suspension when the step is killed or ends.
+// clearSuspend forgets a suspension when the step is killed (after a
+// chain in progress, as _handle_terminate) or ends.
 func (s *Step) clearSuspend() {
 	s.mu.Lock()
 	m := s.susp
 	s.mu.Unlock()
 	if m != nil {
+		m.Wait()
 		m.Clear()
 	}
 }

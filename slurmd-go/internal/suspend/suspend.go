@@ -59,11 +59,15 @@ type Machine struct {
 	path   string // "" : not persisted
 	log    hclog.Logger
 
-	run sync.Mutex // held by the running chain: chains never overlap
-
 	mu      sync.Mutex
-	st      State // guarded by mu
-	pending Op    // the chain started and not yet finished; guarded by mu
+	st      State         // guarded by mu
+	pending Op            // the last chain started and not yet finished; guarded by mu
+	queued  int           // chains started and not finished; guarded by mu
+	idle    chan struct{} // closed when queued drops to 0; guarded by mu
+	// last is closed when the last chain started has ended: each chain
+	// waits for the one before, so chains never overlap and run in the
+	// order they were asked for; guarded by mu.
+	last chan struct{}
 }
 
 // New returns a machine whose state is kept in path (none if empty). A
@@ -103,12 +107,41 @@ func (m *Machine) State() State {
 	return st
 }
 
-// Suspended says whether the step is stopped (the last suspend chain ran
-// to its end and no resume has started).
+// Suspended says whether the step is stopped: the last suspend chain ran
+// to its end and no resume chain has since.
 func (m *Machine) Suspended() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.st.Suspended && m.pending != OpResume
+	return m.st.Suspended
+}
+
+// beginLocked counts a chain as started and returns the end of the chain
+// before it (nil: none) and its own end to close.
+func (m *Machine) beginLocked(op Op) (prev, done chan struct{}) {
+	m.pending = op
+	m.queued++
+	if m.queued == 1 {
+		m.idle = make(chan struct{})
+	}
+	prev, done = m.last, make(chan struct{})
+	m.last = done
+	return prev, done
+}
+
+// Wait returns once no chain is running: a signal or terminate request
+// waits for a suspend in progress, as slurmstepd's suspend mutex makes it
+// wait, and then sees the step suspended.
+func (m *Machine) Wait() {
+	for {
+		m.mu.Lock()
+		if m.queued == 0 {
+			m.mu.Unlock()
+			return
+		}
+		ch := m.idle
+		m.mu.Unlock()
+		<-ch
+	}
 }
 
 // SuspendedFor is the time spent stopped up to now.
@@ -147,11 +180,13 @@ func (m *Machine) Start(ctx context.Context, op Op) <-chan error {
 		res <- fmt.Errorf("suspend: unknown op %q", op)
 		return res
 	}
-	m.pending = op
+	prev, done := m.beginLocked(op)
 	m.mu.Unlock()
 	go func() {
-		m.run.Lock()
-		defer m.run.Unlock()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
 		m.runChain(ctx, op, nil)
 		res <- nil
 	}()
@@ -168,10 +203,12 @@ func (m *Machine) Continue(ctx context.Context) bool {
 		return false
 	}
 	op, done := m.st.Op, append([]string(nil), m.st.Done...)
-	m.pending = op
+	prev, end := m.beginLocked(op)
 	m.mu.Unlock()
-	m.run.Lock()
-	defer m.run.Unlock()
+	defer close(end)
+	if prev != nil {
+		<-prev
+	}
 	m.log.Info("continuing an interrupted chain", "op", op, "done", done)
 	m.runChain(ctx, op, done)
 	return true
@@ -216,7 +253,11 @@ func (m *Machine) runChain(ctx context.Context, op Op, skip []string) {
 		m.st.Suspended, m.st.Since = false, time.Time{}
 	}
 	m.st.Running = false
-	m.pending = ""
+	m.queued--
+	if m.queued == 0 {
+		m.pending = ""
+		close(m.idle)
+	}
 	m.saveLocked()
 	m.mu.Unlock()
 }

@@ -213,3 +213,24 @@ func TestLoad_Garbage(t *testing.T) {
 		t.Fatal("garbage state accepted")
 	}
 }
+
+// A signal that arrives during a suspend waits for it (Wait) and then sees
+// the step suspended.
+func TestChain_WaitSeesFinishedSuspend(t *testing.T) {
+	gate := make(chan struct{})
+	r := &recorder{block: map[string]chan struct{}{"stop": gate}}
+	m := newMachine(t, r, "")
+	res := m.Start(context.Background(), OpSuspend)
+	seen := make(chan bool)
+	go func() { m.Wait(); seen <- m.Suspended() }()
+	select {
+	case <-seen:
+		t.Fatal("Wait returned while the chain ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	if !<-seen {
+		t.Fatal("not suspended once the chain ended")
+	}
+	<-res
+}
