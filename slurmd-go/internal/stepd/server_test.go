@@ -156,6 +156,14 @@ func TestServer_RoundTrips(t *testing.T) {
 		t.Errorf("Suspend: %v", err)
 	}
 	waitState(t, job.Process.Pid, 'T')
+	// The chain's record beside the socket: every stage done, suspended.
+	if st, err := suspend.Load(stepapi.SuspendStatePath(s.sockPath)); err != nil || !st.Suspended || st.Running ||
+		strings.Join(st.Done, ",") != StageTSTP+","+StageGrace+","+StageSTOP {
+		t.Errorf("suspend state %+v, %v", st, err)
+	}
+	if err := c.Suspend(ctx, slurmproto.NoVal16); !errors.As(err, &se) || se.Errno != slurmproto.ESlurmdStepSuspended {
+		t.Errorf("second Suspend: %v", err)
+	}
 	if err := c.SignalContainer(ctx, int(syscall.SIGUSR1), 0, "", 0); !errors.As(err, &se) || se.Errno != slurmproto.ESlurmdStepSuspended {
 		t.Errorf("signal while suspended: %v", err)
 	}
@@ -165,8 +173,14 @@ func TestServer_RoundTrips(t *testing.T) {
 	if err := c.Resume(ctx, slurmproto.NoVal16); !errors.As(err, &se) || se.Errno != slurmproto.ESlurmdStepNotSuspended {
 		t.Errorf("second Resume: %v", err)
 	}
+	if st, err := suspend.Load(stepapi.SuspendStatePath(s.sockPath)); err != nil || st.Suspended || st.SuspendedFor <= 0 {
+		t.Errorf("suspend state after resume %+v, %v", st, err)
+	}
 	if err := c.Terminate(ctx); err != nil {
 		t.Errorf("Terminate: %v", err)
+	}
+	if _, err := os.Stat(stepapi.SuspendStatePath(s.sockPath)); !os.IsNotExist(err) {
+		t.Errorf("suspend state left after terminate: %v", err)
 	}
 	err = job.Wait()
 	if ws := job.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
