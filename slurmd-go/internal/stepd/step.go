@@ -77,6 +77,7 @@ type Step struct {
 	// susp runs suspend and resume (suspend.go); made on first use and
 	// guarded by mu.
 	susp     *suspend.Machine
+	frozen   bool     // suspend froze the cgroup; guarded by mu
 	msgSent  bool     // a cancel line was written; guarded by mu
 	oom      bool     // guarded by mu
 	stderr   *os.File // the job's stderr, for stepd error lines; guarded by mu

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/suspend"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -31,11 +32,15 @@ const (
 // chains are the step's suspend and resume stages (_handle_suspend,
 // _handle_resume). A stage inserted here (a GPU checkpoint before
 // StageSTOP, its restore after StageCONT) runs in order and is persisted
-// like the others.
+// like the others. Under proctrack/cgroup the signals go to the step's own
+// tasks and SIGSTOP is the cgroup freezer, as that plugin does; otherwise
+// every process of the step is signalled (proctrack/pgid).
 func (s *Step) chains(op suspend.Op) []suspend.Stage {
 	if op == suspend.OpResume {
 		return []suspend.Stage{{Name: StageCONT, Run: func(context.Context) error {
-			if err := s.signalContainer(syscall.SIGCONT); err != nil {
+			err := s.suspendSignal(syscall.SIGCONT)
+			s.thaw()
+			if err != nil {
 				s.log.Info("error resuming step", "error", err)
 				return err
 			}
@@ -46,7 +51,7 @@ func (s *Step) chains(op suspend.Op) []suspend.Stage {
 	tstpFailed := false
 	return []suspend.Stage{
 		{Name: StageTSTP, Run: func(context.Context) error {
-			err := s.signalContainer(syscall.SIGTSTP)
+			err := s.suspendSignal(syscall.SIGTSTP)
 			tstpFailed = err != nil
 			return err
 		}},
@@ -64,7 +69,7 @@ func (s *Step) chains(op suspend.Op) []suspend.Stage {
 			}
 		}},
 		{Name: StageSTOP, Run: func(context.Context) error {
-			if err := s.signalContainer(syscall.SIGSTOP); err != nil {
+			if err := s.stopAll(); err != nil {
 				s.log.Info("error suspending step", "error", err)
 				return err
 			}
@@ -72,6 +77,67 @@ func (s *Step) chains(op suspend.Op) []suspend.Stage {
 			return nil
 		}},
 	}
+}
+
+// freezes says whether suspend uses the cgroup freezer.
+func (s *Step) freezes() bool { return s.spec.ProctrackCgroup && s.cg != nil }
+
+// suspendSignal is SIGTSTP or SIGCONT as the proctrack plugin sends it.
+func (s *Step) suspendSignal(sig syscall.Signal) error {
+	if !s.freezes() {
+		return s.signalContainer(sig)
+	}
+	return proc.Signal(s.ownTasks(), sig)
+}
+
+// stopAll is SIGSTOP as the proctrack plugin sends it: the freezer under
+// proctrack/cgroup (SIGSTOP to everything if it fails).
+func (s *Step) stopAll() error {
+	if s.freezes() {
+		err := s.cg.Freeze()
+		if err == nil {
+			s.mu.Lock()
+			s.frozen = true
+			s.mu.Unlock()
+			return nil
+		}
+		s.log.Warn("cgroup freeze failed, stopping with SIGSTOP", "error", err)
+	}
+	return s.signalContainer(syscall.SIGSTOP)
+}
+
+// thaw undoes a freeze of stopAll.
+func (s *Step) thaw() {
+	s.mu.Lock()
+	frozen := s.frozen
+	s.frozen = false
+	s.mu.Unlock()
+	if frozen {
+		if err := s.cg.Thaw(); err != nil {
+			s.log.Warn("cgroup thaw failed", "error", err)
+		}
+	}
+}
+
+// ownTasks are the processes the step manager started itself (the batch
+// script, or srun's tasks), not their children: proctrack/cgroup signals
+// only those (_slurm_cgroup_is_pid_a_slurm_task).
+func (s *Step) ownTasks() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.launch == nil {
+		if s.pid > 0 && !s.exited {
+			return []int{s.pid}
+		}
+		return nil
+	}
+	var out []int
+	for _, t := range s.tasks {
+		if t.pid > 0 && !t.exited {
+			out = append(out, t.pid)
+		}
+	}
+	return out
 }
 
 // suspender returns the step's suspend machine, made on first use with its
