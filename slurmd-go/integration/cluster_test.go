@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 // Named bounds of the waits in this file (the harness has its own).
@@ -46,6 +47,7 @@ func TestCluster_Steady(t *testing.T) {
 	t.Run("ShowSlurmd", func(t *testing.T) { testShowSlurmd(t, c) })
 	t.Run("AsOrdinaryUser", func(t *testing.T) { testAsOrdinaryUser(t, c) })
 	t.Run("StaysUpAcrossPings", func(t *testing.T) { testStaysUpAcrossPings(t, c) })
+	t.Run("SetDebug", func(t *testing.T) { testSetDebug(t, c) })
 	t.Run("Reconfigure", func(t *testing.T) { testReconfigure(t, c) }) // changes slurm.conf: last
 }
 
@@ -497,4 +499,42 @@ func keys(m map[string]bool) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// testSetDebug: `scontrol setdebug LEVEL nodes=` and `setdebugflags +F nodes=`
+// (24.11 and later; 22.05's scontrol has no nodes=) change the node daemon's
+// level, as `scontrol show slurmd` reports it, and its DebugFlags, with
+// stock's log line; an ordinary user is refused. The level goes back to
+// debug2 for the tests after it.
+func testSetDebug(t *testing.T, c *cluster.Cluster) {
+	n := c.NodeNames()[0]
+	if c.ProtocolVersion < slurmproto.Version2411 {
+		_, errOut, err := c.Run(t, "", "scontrol", "setdebug", "debug3", "nodes="+n)
+		if err == nil || !strings.Contains(errOut, "too many arguments") {
+			t.Errorf("22.05 scontrol setdebug with nodes=: %v %q, want \"too many arguments\"", err, errOut)
+		}
+		return
+	}
+	c.MustRun(t, "", "scontrol", "setdebug", "debug3", "nodes="+n)
+	if got := c.ShowSlurmd(t, "", n)["Slurmd Debug"]; got != "7" {
+		t.Errorf("%s: Slurmd Debug %q after setdebug debug3, want 7", n, got)
+	}
+	c.MustRun(t, "", "scontrol", "setdebug", "debug2", "nodes="+n)
+	if got := c.ShowSlurmd(t, "", n)["Slurmd Debug"]; got != "6" {
+		t.Errorf("%s: Slurmd Debug %q after setdebug debug2, want 6", n, got)
+	}
+	c.MustRun(t, "", "scontrol", "setdebugflags", "+Steps", "nodes="+n)
+	c.WaitFor(t, n+" logs its new DebugFlags", shortJobTimeout, func() (bool, string) {
+		b, _ := os.ReadFile(c.NodeLog(n))
+		return strings.Contains(string(b), "Set DebugFlags to Steps"), "no \"Set DebugFlags to Steps\" in " + c.NodeLog(n)
+	})
+	for _, args := range [][]string{{"setdebug", "debug3"}, {"setdebugflags", "+Gres"}} {
+		out, errOut, err := c.Run(t, cluster.TestUser, append([]string{"scontrol"}, append(args, "nodes="+n)...)...)
+		if err == nil || !strings.Contains(errOut, "on one or more nodes") {
+			t.Errorf("scontrol %v as %s: %v %q %q, want a refusal", args, cluster.TestUser, err, out, errOut)
+		}
+	}
+	if got := c.ShowSlurmd(t, "", n)["Slurmd Debug"]; got != "6" {
+		t.Errorf("%s: Slurmd Debug %q after an ordinary user's setdebug, want 6", n, got)
+	}
 }

@@ -107,6 +107,9 @@ type Daemon struct {
 	releaseKick chan struct{} // the controller's release changed
 	stop        context.CancelFunc
 	reconfig    chan struct{}
+
+	debugMu sync.Mutex
+	debug   debugOverride // guarded by debugMu
 }
 
 // Main runs the daemon for the command line flags and returns the exit code.
@@ -163,6 +166,7 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 		regKick:     make(chan struct{}, 1),
 		releaseKick: make(chan struct{}, 1),
 		reconfig:    make(chan struct{}, 1),
+		debug:       debugOverride{level: -1},
 	}
 	d.cfg.Store(cfg)
 	d.started.Store(time.Now().UnixNano())
@@ -584,6 +588,7 @@ func (d *Daemon) reloadAs(version uint16) error {
 	if d.disp != nil {
 		d.disp.SetSettings(d.settings(cfg))
 	}
+	d.resetDebug()
 	d.log.SetLevel(logging.Level(int(cfg.Conf.SlurmdDebug), cfg.Flags.Verbose))
 	d.log.Info("reconfigured", "conf", cfg.Flags.ConfFile, "read_as", releaseOrLenient(version))
 	d.Reregister()

@@ -44,7 +44,7 @@ func (d *Daemon) Status() slurmproto.SlurmdStatus {
 	return slurmproto.SlurmdStatus{
 		Booted:           time.Unix(0, d.started.Load()),
 		LastSlurmctldMsg: last,
-		SlurmdDebug:      uint16(cfg.Conf.SlurmdDebug) + uint16(cfg.Flags.Verbose),
+		SlurmdDebug:      d.debugLevel(),
 		CPUs:             hw.CPUs,
 		Boards:           hw.Boards,
 		Sockets:          hw.Sockets,

@@ -31,7 +31,17 @@ type Node interface {
 	HealthCheckVerdict(healthy bool)
 	// Reboot runs RebootProgram (with features when given).
 	Reboot(req *slurmproto.RebootNodesRequest)
+	// SetDebugLevel sets the daemon's log level (a Slurm level number)
+	// until slurm.conf is read again (scontrol setdebug LEVEL nodes=).
+	SetDebugLevel(level uint32)
+	// SetDebugFlags clears minus, then sets plus, in DebugFlags until
+	// slurm.conf is read again (scontrol setdebugflags nodes=).
+	SetDebugFlags(minus, plus uint64)
 }
+
+// setDebugSince is the first release whose slurmd serves REQUEST_SET_DEBUG_*;
+// 22.05's answers them as any type it does not serve.
+const setDebugSince = slurmproto.Version2411
 
 // NodeRoutes returns the routes of the node lifecycle RPCs.
 func NodeRoutes(n Node) rpc.Registry {
@@ -85,6 +95,21 @@ func NodeRoutes(n Node) rpc.Registry {
 		slurmproto.RequestShutdown: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			n.Shutdown()
 			return rpc.NoReply, nil
+		}},
+		slurmproto.RequestSetDebugLevel: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			if req.Header.Version < setDebugSince {
+				return rpc.RC(slurmproto.EINVAL), nil
+			}
+			n.SetDebugLevel(req.Body.(*slurmproto.SetDebugLevel).Level)
+			return rpc.RC(0), nil
+		}},
+		slurmproto.RequestSetDebugFlags: {Privileged: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			if req.Header.Version < setDebugSince {
+				return rpc.RC(slurmproto.EINVAL), nil
+			}
+			m := req.Body.(*slurmproto.SetDebugFlags)
+			n.SetDebugFlags(m.Minus, m.Plus)
+			return rpc.RC(0), nil
 		}},
 		slurmproto.RequestRebootNodes: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			r, _ := req.Body.(*slurmproto.RebootNodesRequest)

@@ -382,6 +382,21 @@ func (NodeHealthCheck) MsgType() MsgType { return RequestNodeHealthCheck }
 // MsgType implements Body.
 func (RebootNodesRequest) MsgType() MsgType { return RequestRebootNodes }
 
+// SetDebugLevel is REQUEST_SET_DEBUG_LEVEL (set_debug_level_msg_t): the
+// Slurm log level number (quiet 0 ... debug5 9). 24.11's scontrol sends it
+// to nodes with `setdebug LEVEL nodes=`; every release packs it alike.
+type SetDebugLevel struct{ Level uint32 }
+
+// MsgType implements Body.
+func (SetDebugLevel) MsgType() MsgType { return RequestSetDebugLevel }
+
+// SetDebugFlags is REQUEST_SET_DEBUG_FLAGS (set_debug_flags_msg_t): the
+// DebugFlags bits to clear, then to set (`setdebugflags -F +G nodes=`).
+type SetDebugFlags struct{ Minus, Plus uint64 }
+
+// MsgType implements Body.
+func (SetDebugFlags) MsgType() MsgType { return RequestSetDebugFlags }
+
 // EpilogComplete is MESSAGE_EPILOG_COMPLETE (slurmd → ctld). 26.05 (25.11)
 // sends the job as a step id (StepID: job, NoVal, NoVal) instead of a u32;
 // JobID is the job either way.
@@ -447,6 +462,18 @@ func init() {
 			if v >= Version2605 {
 				m.NodeName, _ = u.Str()
 			}
+			return nil
+		}))
+
+	RegisterBody(RequestSetDebugLevel, typedCodec(spoken,
+		func(p *Packer, _ uint16, m *SetDebugLevel) error { p.U32(m.Level); return nil },
+		func(u *Unpacker, _ uint16, _ MsgType, m *SetDebugLevel) error { m.Level, _ = u.U32(); return nil }))
+
+	RegisterBody(RequestSetDebugFlags, typedCodec(spoken,
+		func(p *Packer, _ uint16, m *SetDebugFlags) error { p.U64(m.Minus); p.U64(m.Plus); return nil },
+		func(u *Unpacker, _ uint16, _ MsgType, m *SetDebugFlags) error {
+			m.Minus, _ = u.U64()
+			m.Plus, _ = u.U64()
 			return nil
 		}))
 
