@@ -18,6 +18,13 @@ if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   exit 0
 fi
 rm -f /run/munge/munged.pid
+# munged outlives the caller: it must not inherit the caller's descriptors
+# beyond 0-2. Under `flock /tmp/tiee-cluster.lock go test ...` one of them is
+# the lock, which munged would then hold for everyone for as long as it runs.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
 if [ "$(id -u)" = 0 ] && id munge >/dev/null 2>&1; then
   runuser -u munge -- /usr/sbin/munged
 else

@@ -267,21 +267,7 @@ func runNodeRestart(t *testing.T, p pair, c *cluster.Cluster, i int, m restartMo
 	time.Sleep(restartDowntime)
 	c.StartNodeWith(t, n, bin, extra...)
 	run.downtime = time.Since(down)
-	// slurmctld may not have noticed the restart at all (a second down), so
-	// the daemon itself must answer too: a query sent before it listens
-	// fails at connect.
-	c.WaitFor(t, n+" answers again", restartRespond, func() (bool, string) {
-		if _, err := c.ShowSlurmdErr(t, "", n); err != nil {
-			return false, "scontrol show slurmd: " + err.Error()
-		}
-		s, err := c.NodeStates(t, n)
-		if err != nil {
-			return false, err.Error()
-		}
-		state := s[n]
-		run.stateRestarted = state
-		return state != "" && !strings.HasSuffix(state, "*") && !strings.HasPrefix(state, "unk") && !strings.HasPrefix(state, "down"), state
-	})
+	run.stateRestarted = waitNodeBack(t, c, n)
 	if !m.clean() {
 		if cl.Exited() {
 			t.Errorf("the counter step ended before listpids after the restart; lengthen restartTicks")
@@ -291,15 +277,8 @@ func runNodeRestart(t *testing.T, p pair, c *cluster.Cluster, i int, m restartMo
 		}
 	}
 
-	r, ok := cl.WaitTimeout(restartEndTimeout)
-	if !ok {
-		cl.Kill()
-		r = cl.Wait()
-		t.Errorf("srun still running %v after the restart: %v", restartEndTimeout, r)
-	}
+	r := waitBatchAndSrun(t, c, cl, restartEndTimeout, run.batchID, run.srunID, &run.batch, &run.srunJob)
 	run.srun = r
-	run.batch = c.WaitJob(t, run.batchID, restartEndTimeout, cluster.JobTerminalStates...)
-	run.srunJob = c.WaitJob(t, run.srunID, restartEndTimeout, cluster.JobTerminalStates...)
 	run.batchOut = mustRead(t, filepath.Join(dir, "batch.out"))
 	t.Logf("%s: batch %s %s %s; srun job %s %s %s, exit %d; node %q once back after %v down",
 		p.label(c), run.batchID, run.batch["JobState"], run.batch["ExitCode"], run.srunID, run.srunJob["JobState"],
@@ -326,6 +305,44 @@ func runNodeRestart(t *testing.T, p pair, c *cluster.Cluster, i int, m restartMo
 		}
 	}
 	nodeUsable(t, c, n, dir)
+}
+
+// waitBatchAndSrun waits for the interactive srun cl (killed after timeout),
+// then for the batch job and the srun job to end, and fills their final
+// `scontrol show job` fields.
+func waitBatchAndSrun(t *testing.T, c *cluster.Cluster, cl *cluster.Client, timeout time.Duration, batchID, srunID string, batch, srunJob *map[string]string) cluster.Result {
+	t.Helper()
+	r, ok := cl.WaitTimeout(timeout)
+	if !ok {
+		cl.Kill()
+		r = cl.Wait()
+		t.Errorf("srun still running %v later: %v", timeout, r)
+	}
+	*batch = c.WaitJob(t, batchID, timeout, cluster.JobTerminalStates...)
+	*srunJob = c.WaitJob(t, srunID, timeout, cluster.JobTerminalStates...)
+	return r
+}
+
+// waitNodeBack waits until a restarted node's daemon answers again, itself
+// and to slurmctld (registered: no '*', not unknown or down), and returns
+// its sinfo state. slurmctld may not have noticed the restart at all (a
+// second down), so the daemon itself must answer too: a query sent before
+// it listens fails at connect.
+func waitNodeBack(t *testing.T, c *cluster.Cluster, n string) string {
+	t.Helper()
+	var state string
+	c.WaitFor(t, n+" answers again", restartRespond, func() (bool, string) {
+		if _, err := c.ShowSlurmdErr(t, "", n); err != nil {
+			return false, "scontrol show slurmd: " + err.Error()
+		}
+		s, err := c.NodeStates(t, n)
+		if err != nil {
+			return false, err.Error()
+		}
+		state = s[n]
+		return state != "" && !strings.HasSuffix(state, "*") && !strings.HasPrefix(state, "unk") && !strings.HasPrefix(state, "down"), state
+	})
+	return state
 }
 
 // wantJob checks a job's final state and exit code.

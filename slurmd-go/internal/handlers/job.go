@@ -20,6 +20,10 @@ type Jobs interface {
 	SignalTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32
 	TerminateTasks(req *slurmproto.SignalTasks, uid uint32, privileged bool) uint32
 	Notify(req *slurmproto.JobNotify, uid uint32, privileged bool)
+	// Suspend checks a REQUEST_SUSPEND_INT and returns its rc and what to
+	// run once the answer went out: stopping or continuing every step of
+	// the job, in the background.
+	Suspend(req *slurmproto.SuspendInt, uid uint32) (uint32, func())
 	StepStat(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
 	StepPids(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) slurmproto.Body
 	PidJob(ctx context.Context, pid uint32) slurmproto.Body
@@ -96,6 +100,18 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 		}},
 		slurmproto.RequestTerminateTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			return rpc.RC(j.TerminateTasks(req.Body.(*slurmproto.SignalTasks), req.UID, privileged(req.UID))), nil
+		}},
+		slurmproto.RequestSuspendInt: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			rc, start := j.Suspend(req.Body.(*slurmproto.SuspendInt), req.UID)
+			if rc != 0 {
+				return rpc.RC(rc), nil
+			}
+			// Answered at once, the work after the answer went (or could
+			// not go) out, as _rpc_suspend_job: stopping the steps takes
+			// seconds and slurmctld waits only MessageTimeout.
+			rep := rpc.RC(0)
+			rep.Sent = func(error) { start() }
+			return rep, nil
 		}},
 		slurmproto.RequestJobNotify: {NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			j.Notify(req.Body.(*slurmproto.JobNotify), req.UID, privileged(req.UID))

@@ -200,7 +200,8 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TopologyPattern:               "node",
 		// Every job is tracked in a cgroup where the machine offers one,
 		// whatever ProctrackType says: no child escapes a kill.
-		NoCgroup: false,
+		NoCgroup:        false,
+		ProctrackCgroup: c.ProctrackType == "proctrack/cgroup",
 		// Memory is capped only where stock slurmd caps it.
 		IgnoreMemoryLimit: !(strings.Contains(c.TaskPlugin, "task/cgroup") && cfg.ConstrainRAMSpace()),
 		ProtocolVersion:   version,

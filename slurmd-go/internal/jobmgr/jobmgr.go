@@ -69,6 +69,9 @@ type Manager struct {
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
 	terminating map[uint32]bool // guarded by mu: a terminate is in progress
+	// suspending holds a job's suspend lock: closed and removed when its
+	// operation ends (suspend.go); guarded by mu.
+	suspending map[uint32]chan struct{}
 	// creds are the step credentials verified so far, until they expire
 	// (slurm_cred's state_list): one seen again is a replay.
 	creds        map[credKey]time.Time // guarded by mu: → expiry
@@ -117,6 +120,7 @@ func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCP
 		jobs:        map[uint32]*job{},
 		creds:       map[credKey]time.Time{},
 		terminating: map[uint32]bool{},
+		suspending:  map[uint32]chan struct{}{},
 	}
 }
 

@@ -161,6 +161,7 @@ func (m *Manager) Recover(ctx context.Context, clean bool) {
 		m.log.Info("restored credential state", "revoked_jobs", n, "credentials", creds)
 	}
 	m.resendPending()
+	m.resumeSuspendOps()
 	refs, err := stepapi.Scan(ctx, cfg.SpoolDir, cfg.NodeName)
 	if err != nil || len(refs) == 0 {
 		return

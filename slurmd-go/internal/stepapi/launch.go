@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -224,4 +225,12 @@ func Launch(ctx context.Context, stepdPath string, spec StartSpec) (*Handle, err
 		return nil, fmt.Errorf("stepapi: ack: %w", err)
 	}
 	return &Handle{StepID: launch, PID: rep.PID, Socket: rep.Socket}, nil
+}
+
+// SuspendStatePath is where a step manager keeps its suspend state
+// (internal/suspend): a hidden file beside its socket, which the socket
+// scan never takes for a step.
+func SuspendStatePath(socket string) string {
+	dir, base := filepath.Split(socket)
+	return filepath.Join(dir, "."+base+".suspend")
 }

@@ -94,6 +94,10 @@ type StartSpec struct {
 	// NoCgroup disables cgroups (tracking falls back to session and
 	// process group).
 	NoCgroup bool `json:"no_cgroup"`
+	// ProctrackCgroup is ProctrackType=proctrack/cgroup: suspend then
+	// freezes the step's cgroup for SIGSTOP, and SIGTSTP and SIGCONT go to
+	// the step's own tasks only, as that plugin's signal does.
+	ProctrackCgroup bool `json:"proctrack_cgroup,omitempty"`
 	// IgnoreMemoryLimit does not enforce the credential's memory limit.
 	IgnoreMemoryLimit bool `json:"ignore_memory_limit"`
 

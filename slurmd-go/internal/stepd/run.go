@@ -476,11 +476,18 @@ func (s *Step) hasPID(pid int) bool {
 }
 
 // signalContainer is proctrack_g_signal: sig to every process of the step.
+// A SIGCONT also thaws a cgroup that suspend froze (proctrack/cgroup
+// resumes the step on SIGCONT), so that scancel of a suspended job gets its
+// SIGTERM through.
 func (s *Step) signalContainer(sig syscall.Signal) error {
 	if sig == syscall.SIGKILL && s.cg != nil {
 		_ = s.cg.Kill()
 	}
-	return proc.Signal(s.containerPIDs(), sig)
+	err := proc.Signal(s.containerPIDs(), sig)
+	if sig == syscall.SIGCONT {
+		s.thaw()
+	}
+	return err
 }
 
 // killAll sends SIGKILL to everything left once the script has exited and

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/suspend"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -54,6 +55,7 @@ func (s *Step) closeSocket() {
 	s.closing = true
 	s.connMu.Unlock()
 	_ = s.ln.Close() // unlinks the socket file
+	s.clearSuspend()
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
 	select {
@@ -207,7 +209,11 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		if _, err := w.ReadUint16(); err != nil {
 			return err
 		}
-		rc, errnum := s.handleSuspend(req == stepapi.RequestStepSuspend, p.uid)
+		op := suspend.OpResume
+		if req == stepapi.RequestStepSuspend {
+			op = suspend.OpSuspend
+		}
+		rc, errnum := s.handleSuspend(op, p.uid)
 		o.Int32(rc)
 		o.Int32(errnum)
 	case stepapi.RequestStepTerminate:
@@ -409,8 +415,8 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		s.aborted = true
 		s.mu.Unlock()
 	}
+	suspended := s.isSuspended()
 	s.mu.Lock()
-	suspended := s.suspended
 	pgid := s.pid
 	s.mu.Unlock()
 	if suspended && sig != int(syscall.SIGKILL) {
@@ -465,47 +471,11 @@ func (s *Step) handleTerminate(uid uint32) (int32, int32) {
 	if !s.exited {
 		s.killedByCmd = true
 	}
-	s.suspended = false
 	s.mu.Unlock()
+	s.clearSuspend()
 	if err := s.signalContainer(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return -1, int32(errnoOf(err))
 	}
-	return 0, 0
-}
-
-// SuspendGrace is how long suspend waits between SIGTSTP and SIGSTOP.
-const SuspendGrace = 2 * time.Second
-
-func (s *Step) handleSuspend(suspend bool, uid uint32) (int32, int32) {
-	if !s.authorized(uid) {
-		return -1, int32(syscall.EPERM)
-	}
-	if e := s.waitRunning(); e != 0 {
-		return -1, int32(e)
-	}
-	s.mu.Lock()
-	already := s.suspended
-	s.mu.Unlock()
-	if suspend {
-		if already {
-			return -1, slurmproto.ESlurmdStepSuspended
-		}
-		if s.signalContainer(syscall.SIGTSTP) == nil {
-			time.Sleep(SuspendGrace)
-		}
-		_ = s.signalContainer(syscall.SIGSTOP)
-		s.mu.Lock()
-		s.suspended = true
-		s.mu.Unlock()
-		return 0, 0
-	}
-	if !already {
-		return -1, slurmproto.ESlurmdStepNotSuspended
-	}
-	_ = s.signalContainer(syscall.SIGCONT)
-	s.mu.Lock()
-	s.suspended = false
-	s.mu.Unlock()
 	return 0, 0
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/suspend"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -155,6 +156,14 @@ func TestServer_RoundTrips(t *testing.T) {
 		t.Errorf("Suspend: %v", err)
 	}
 	waitState(t, job.Process.Pid, 'T')
+	// The chain's record beside the socket: every stage done, suspended.
+	if st, err := suspend.Load(stepapi.SuspendStatePath(s.sockPath)); err != nil || !st.Suspended || st.Running ||
+		strings.Join(st.Done, ",") != StageTSTP+","+StageGrace+","+StageSTOP {
+		t.Errorf("suspend state %+v, %v", st, err)
+	}
+	if err := c.Suspend(ctx, slurmproto.NoVal16); !errors.As(err, &se) || se.Errno != slurmproto.ESlurmdStepSuspended {
+		t.Errorf("second Suspend: %v", err)
+	}
 	if err := c.SignalContainer(ctx, int(syscall.SIGUSR1), 0, "", 0); !errors.As(err, &se) || se.Errno != slurmproto.ESlurmdStepSuspended {
 		t.Errorf("signal while suspended: %v", err)
 	}
@@ -164,8 +173,14 @@ func TestServer_RoundTrips(t *testing.T) {
 	if err := c.Resume(ctx, slurmproto.NoVal16); !errors.As(err, &se) || se.Errno != slurmproto.ESlurmdStepNotSuspended {
 		t.Errorf("second Resume: %v", err)
 	}
+	if st, err := suspend.Load(stepapi.SuspendStatePath(s.sockPath)); err != nil || st.Suspended || st.SuspendedFor <= 0 {
+		t.Errorf("suspend state after resume %+v, %v", st, err)
+	}
 	if err := c.Terminate(ctx); err != nil {
 		t.Errorf("Terminate: %v", err)
+	}
+	if _, err := os.Stat(stepapi.SuspendStatePath(s.sockPath)); !os.IsNotExist(err) {
+		t.Errorf("suspend state left after terminate: %v", err)
 	}
 	err = job.Wait()
 	if ws := job.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
@@ -305,7 +320,7 @@ func TestServer_Authorization(t *testing.T) {
 		if rc, errno := s.handleTerminate(555); rc != -1 || errno != int32(syscall.EPERM) {
 			t.Errorf("terminate from uid 555: %d %d", rc, errno)
 		}
-		if rc, errno := s.handleSuspend(true, 4242); rc != -1 || errno != int32(syscall.EPERM) {
+		if rc, errno := s.handleSuspend(suspend.OpSuspend, 4242); rc != -1 || errno != int32(syscall.EPERM) {
 			t.Errorf("suspend by the job owner: %d %d", rc, errno)
 		}
 		if rc, _ := s.handleSignal(int(syscall.SIGCONT), 0, "", 4242, 4242); rc != 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/cgroup"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/suspend"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -73,11 +74,14 @@ type Step struct {
 	estatus     int32         // raw wait status; guarded by mu
 	killedByCmd bool          // guarded by mu
 	aborted     bool          // SIG_ABORT: no completion message; guarded by mu
-	suspended   bool          // guarded by mu
-	msgSent     bool          // a cancel line was written; guarded by mu
-	oom         bool          // guarded by mu
-	stderr      *os.File      // the job's stderr, for stepd error lines; guarded by mu
-	errLevel    int           // the highest log level written to stderr (below logError: logError); guarded by mu
+	// susp runs suspend and resume (suspend.go); made on first use and
+	// guarded by mu.
+	susp     *suspend.Machine
+	frozen   bool     // suspend froze the cgroup; guarded by mu
+	msgSent  bool     // a cancel line was written; guarded by mu
+	oom      bool     // guarded by mu
+	stderr   *os.File // the job's stderr, for stepd error lines; guarded by mu
+	errLevel int      // the highest log level written to stderr (below logError: logError); guarded by mu
 	// attachedResp are the response addresses of sattach clients, which
 	// get MESSAGE_TASK_EXIT too; guarded by mu.
 	attachedResp []string

@@ -1,0 +1,246 @@
+package jobmgr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
+)
+
+// Suspend and resume of a job (REQUEST_SUSPEND_INT, _rpc_suspend_job): the
+// daemon answers at once and then, one operation per job at a time, sends
+// REQUEST_STEP_SUSPEND or _RESUME to every step manager of the job on this
+// node in parallel (each runs its own stage chain, internal/suspend). The
+// operation is written to SlurmdSpoolDir/SuspendDir first and removed when
+// every step has answered, so a daemon restarted in between finishes it.
+
+// SuspendDir holds the job operations not yet finished.
+const SuspendDir = "slurmd-go.suspend"
+
+// Named timeouts of the job operation.
+const (
+	// SuspendStepTimeout bounds one step's suspend or resume (its chain
+	// sleeps stepd.SuspendGrace).
+	SuspendStepTimeout = 30 * time.Second
+	// SuspendRetryAfter is the pause before a step that refused a suspend
+	// (still starting) is asked once more (slurmd: 1 s).
+	SuspendRetryAfter = time.Second
+	// SuspendLaunchWait bounds the wait for a launch in progress before a
+	// suspend (_launch_complete_wait).
+	SuspendLaunchWait = time.Minute
+)
+
+// suspendOp is one job operation on disk.
+type suspendOp struct {
+	JobID    uint32 `json:"job_id"`
+	Op       uint16 `json:"op"` // slurmproto.SuspendJob or ResumeJob
+	CoreSpec uint16 `json:"core_spec"`
+}
+
+// Suspend checks a REQUEST_SUSPEND_INT (a bad op is ESLURM_NOT_SUPPORTED)
+// and returns what carries it out in the background once answered.
+func (m *Manager) Suspend(req *slurmproto.SuspendInt, uid uint32) (uint32, func()) {
+	if req.Op != slurmproto.SuspendJob && req.Op != slurmproto.ResumeJob {
+		m.log.Error("REQUEST_SUSPEND_INT: bad op code", "op", req.Op)
+		return slurmproto.ESlurmNotSupported, nil
+	}
+	op := suspendOp{JobID: req.JobID, Op: req.Op, CoreSpec: req.JobCoreSpec}
+	if req.JobID == 0 || req.JobID == slurmproto.NoVal {
+		op.JobID = req.StepID.JobID
+	}
+	return 0, func() { m.startSuspend(op, uid) }
+}
+
+func (m *Manager) startSuspend(op suspendOp, uid uint32) {
+	m.log.Debug("suspend request", "job_id", op.JobID, "uid", uid, "action", opName(op.Op))
+	path := m.suspendPath(op.JobID)
+	if path != "" {
+		if err := writeSuspendOp(path, op); err != nil {
+			m.log.Warn("cannot keep suspend operation on disk", "job_id", op.JobID, "error", err)
+			path = ""
+		}
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.suspendJob(context.Background(), op, path)
+	}()
+}
+
+func opName(op uint16) string {
+	if op == slurmproto.SuspendJob {
+		return "suspend"
+	}
+	return "resume"
+}
+
+func (m *Manager) suspendPath(jobID uint32) string {
+	dir := m.cfg().SpoolDir
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, SuspendDir, strconv.FormatUint(uint64(jobID), 10))
+}
+
+func writeSuspendOp(path string, op suspendOp) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.Marshal(op)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// lockSuspend takes the job's suspend lock (one operation per job at a
+// time, in arrival order as far as the lock goes, _get_suspend_job_lock).
+func (m *Manager) lockSuspend(ctx context.Context, jobID uint32) bool {
+	for {
+		m.mu.Lock()
+		ch, busy := m.suspending[jobID]
+		if !busy {
+			m.suspending[jobID] = make(chan struct{})
+			m.mu.Unlock()
+			return true
+		}
+		m.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (m *Manager) unlockSuspend(jobID uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch, ok := m.suspending[jobID]; ok {
+		close(ch)
+		delete(m.suspending, jobID)
+	}
+}
+
+// suspendJob is the body of _rpc_suspend_job after the reply.
+func (m *Manager) suspendJob(ctx context.Context, op suspendOp, path string) {
+	defer func() {
+		if path != "" {
+			_ = os.Remove(path)
+		}
+	}()
+	if !m.lockSuspend(ctx, op.JobID) {
+		return
+	}
+	defer m.unlockSuspend(op.JobID)
+	start := time.Now()
+	suspending := op.Op == slurmproto.SuspendJob
+	if suspending {
+		wctx, cancel := context.WithTimeout(ctx, SuspendLaunchWait)
+		m.waitLaunch(wctx, op.JobID)
+		cancel()
+	}
+	refs := m.stepsOf(op.JobID)
+	failed := m.suspendSteps(ctx, refs, op)
+	if suspending && len(failed) > 0 {
+		// A step may refuse while it starts: once more after a pause.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(SuspendRetryAfter):
+		}
+		failed = m.suspendSteps(ctx, failed, op)
+	}
+	for _, ref := range failed {
+		m.log.Debug(opName(op.Op)+" of step failed", "job_id", op.JobID, "step_id", ref.StepID.StepID)
+	}
+	m.log.Debug(opName(op.Op)+" done", "job_id", op.JobID, "steps", len(refs), "took", time.Since(start).String())
+}
+
+// suspendSteps asks every step at once and returns those that failed for a
+// reason worth a retry: a step already (not) suspended is done.
+func (m *Manager) suspendSteps(ctx context.Context, refs []stepapi.StepRef, op suspendOp) []stepapi.StepRef {
+	var (
+		mu     sync.Mutex
+		failed []stepapi.StepRef
+		wg     sync.WaitGroup
+	)
+	for _, ref := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, SuspendStepTimeout)
+			defer cancel()
+			c, err := stepapi.Dial(sctx, ref.Path)
+			if err != nil {
+				// The step is gone (finished meanwhile): nothing to stop.
+				m.log.Trace("step socket unreachable", "step", ref.Path, "error", err)
+				return
+			}
+			defer c.Close()
+			if op.Op == slurmproto.SuspendJob {
+				err = c.Suspend(sctx, op.CoreSpec)
+			} else {
+				err = c.Resume(sctx, op.CoreSpec)
+			}
+			var se *stepapi.StepError
+			if errors.As(err, &se) && (se.Errno == slurmproto.ESlurmdStepSuspended || se.Errno == slurmproto.ESlurmdStepNotSuspended) {
+				m.log.Debug("step already in that state", "job_id", op.JobID, "step_id", ref.StepID.StepID, "action", opName(op.Op))
+				return
+			}
+			if err != nil {
+				m.log.Debug(opName(op.Op)+" of step failed", "job_id", op.JobID, "step_id", ref.StepID.StepID, "error", err)
+				mu.Lock()
+				failed = append(failed, ref)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// resumeSuspendOps finishes the job operations an earlier daemon left
+// (called from Recover).
+func (m *Manager) resumeSuspendOps() {
+	dir := filepath.Join(m.cfg().SpoolDir, SuspendDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		m.log.Warn("cannot read suspend operations", "dir", dir, "error", err)
+		return
+	}
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		var op suspendOp
+		if err == nil {
+			err = json.Unmarshal(b, &op)
+		}
+		if err != nil || op.JobID == 0 {
+			m.log.Warn("dropping unreadable suspend operation", "path", path, "error", err)
+			_ = os.Remove(path)
+			continue
+		}
+		m.log.Info("finishing a suspend operation of an earlier daemon", "job_id", op.JobID, "action", opName(op.Op))
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.suspendJob(context.Background(), op, path)
+		}()
+	}
+}
