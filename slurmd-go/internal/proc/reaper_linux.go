@@ -32,6 +32,7 @@ type Exit struct {
 type Reaper struct {
 	mu       sync.Mutex
 	watchers map[int]chan Exit // guarded by mu
+	stops    map[int]chan Exit // guarded by mu; see NotifyStop
 	sigs     chan os.Signal
 	done     chan struct{}
 }
@@ -40,6 +41,7 @@ type Reaper struct {
 func NewReaper() *Reaper {
 	r := &Reaper{
 		watchers: map[int]chan Exit{},
+		stops:    map[int]chan Exit{},
 		sigs:     make(chan os.Signal, 16),
 		done:     make(chan struct{}),
 	}
@@ -60,6 +62,19 @@ func (r *Reaper) Start(cmd *exec.Cmd) (<-chan Exit, error) {
 	}
 	r.watchers[cmd.Process.Pid] = ch
 	return ch, nil
+}
+
+// NotifyStop returns a channel that receives the next stop of pid, a
+// child that traces itself (PTRACE_TRACEME): wait4 reports a tracee's
+// stops to its tracer even without WUNTRACED. A stop is never an exit:
+// stops nobody asked for are dropped, the child's exit still comes on its
+// Start channel.
+func (r *Reaper) NotifyStop(pid int) <-chan Exit {
+	ch := make(chan Exit, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stops[pid] = ch
+	return ch
 }
 
 // Stop ends reaping (children exiting later stay zombies until exit).
@@ -92,6 +107,15 @@ func (r *Reaper) reapAll() {
 		}
 		e := Exit{PID: pid, Status: ws, Rusage: ru}
 		r.mu.Lock()
+		if ws.Stopped() {
+			if ch, ok := r.stops[pid]; ok {
+				delete(r.stops, pid)
+				ch <- e
+			}
+			r.mu.Unlock()
+			continue
+		}
+		delete(r.stops, pid)
 		if ch, ok := r.watchers[pid]; ok {
 			delete(r.watchers, pid)
 			ch <- e

@@ -417,6 +417,13 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		return -1, slurmproto.ESlurmdStepSuspended
 	}
 	if sig == int(slurmproto.SigDebugWake) {
+		// srun's MPIR_Breakpoint: the debugger has what it needs, the
+		// tasks stopped at exec may run (a no-op for other steps, as stock).
+		if s.parallelDebug() {
+			for _, pid := range s.taskPIDs() {
+				s.wakeProcess(pid)
+			}
+		}
 		return 0, 0
 	}
 	if sig == int(slurmproto.SigTermKill) {
