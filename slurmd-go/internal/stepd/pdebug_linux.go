@@ -71,23 +71,38 @@ func (e *errTaskNotStopped) Error() string { return fmt.Sprint(e.lines) }
 // traceProcess is pdebug_trace_process: wait for pid's stop at exec, then
 // leave it stopped and untraced. It must run on the thread that forked pid.
 // exit is the task's exit channel: a task that ends instead is an error
-// whose lines are stock's.
-func traceProcess(pid int, stop, exit <-chan proc.Exit, timeout time.Duration) (*proc.Exit, error) {
+// whose lines are stock's. onSignal hears of each signal delivered on the
+// way.
+func traceProcess(pid int, stop, exit <-chan proc.Exit, timeout time.Duration, onSignal func(tid int, sig syscall.Signal)) (*proc.Exit, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case <-stop:
-	case e := <-exit:
-		lines := []string{fmt.Sprintf("pdebug_trace_process WIFSTOPPED false for pid %d", pid)}
-		switch {
-		case e.Status.Exited():
-			lines = append(lines, fmt.Sprintf("Process %d exited \"normally\" with return code %d", pid, e.Status.ExitStatus()))
-		case e.Status.Signaled():
-			lines = append(lines, fmt.Sprintf("Process %d killed by signal %d", pid, int(e.Status.Signal())))
+	for stopped := false; !stopped; {
+		select {
+		case e := <-stop:
+			sig := e.Status.StopSignal()
+			if e.PID == pid && sig == syscall.SIGTRAP {
+				stopped = true // the stop at exec
+				continue
+			}
+			// A signal reached the tracee (one of the helper's threads,
+			// e.g. the Go runtime's preemption signal) before its exec:
+			// deliver it as if untraced and wait on.
+			onSignal(e.PID, sig)
+			if err := unix.PtraceCont(e.PID, int(sig)); err != nil {
+				return nil, fmt.Errorf("ptrace(PTRACE_CONT, %d, %v): %w", e.PID, sig, err)
+			}
+		case e := <-exit:
+			lines := []string{fmt.Sprintf("pdebug_trace_process WIFSTOPPED false for pid %d", pid)}
+			switch {
+			case e.Status.Exited():
+				lines = append(lines, fmt.Sprintf("Process %d exited \"normally\" with return code %d", pid, e.Status.ExitStatus()))
+			case e.Status.Signaled():
+				lines = append(lines, fmt.Sprintf("Process %d killed by signal %d", pid, int(e.Status.Signal())))
+			}
+			return &e, &errTaskNotStopped{lines: lines}
+		case <-timer.C:
+			return nil, fmt.Errorf("task %d did not stop at exec within %v", pid, timeout)
 		}
-		return &e, &errTaskNotStopped{lines: lines}
-	case <-timer.C:
-		return nil, fmt.Errorf("task %d did not stop at exec within %v", pid, timeout)
 	}
 	// The SIGSTOP is queued while the task is still in its ptrace stop;
 	// PTRACE_DETACH resumes it and the pending SIGSTOP stops it again,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
@@ -76,7 +77,7 @@ func TestTraceProcess(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	stop := r.NotifyStop(pid)
-	if e, err := traceProcess(pid, stop, exit, pdebugTestTimeout); err != nil || e != nil {
+	if e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(int, syscall.Signal) {}); err != nil || e != nil {
 		t.Fatalf("traceProcess: %v %v", e, err)
 	}
 	waitProcState(t, pid, "T")
@@ -103,6 +104,48 @@ func TestTraceProcess(t *testing.T) {
 	}
 }
 
+// TestTraceProcessSignalFirst: a signal that reaches the tracee before its
+// exec stops it too; traceProcess delivers it and waits on for the exec.
+func TestTraceProcessSignalFirst(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := proc.NewReaper()
+	defer r.Stop()
+	cmd := exec.Command("/bin/sh", "-c", `trap 'echo got USR1' USR1; kill -USR1 $$; exec sleep 30`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	exit, err := r.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	stop := r.NotifyStop(pid)
+	// sh's own exec stop, let go by hand: the USR1 and sleep's exec follow.
+	select {
+	case e := <-stop:
+		if e.Status.StopSignal() != syscall.SIGTRAP {
+			t.Fatalf("first stop %v, want SIGTRAP", e.Status.StopSignal())
+		}
+	case <-time.After(pdebugTestTimeout):
+		t.Fatal("no stop at sh's exec")
+	}
+	if err := unix.PtraceCont(pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	var got []syscall.Signal
+	if e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(_ int, sig syscall.Signal) { got = append(got, sig) }); err != nil || e != nil {
+		t.Fatalf("traceProcess: %v %v", e, err)
+	}
+	if len(got) != 1 || got[0] != syscall.SIGUSR1 {
+		t.Errorf("signals delivered on the way: %v, want [SIGUSR1]", got)
+	}
+	waitProcState(t, pid, "T")
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if string(b) != "sleep\n" {
+		t.Errorf("stopped in %q, want sleep (stopped at its exec)", b)
+	}
+}
+
 // TestTraceProcessExited: a task that ends before its stop at exec is
 // stock's error, with its exit status.
 func TestTraceProcessExited(t *testing.T) {
@@ -114,7 +157,7 @@ func TestTraceProcessExited(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	e, err := traceProcess(pid, r.NotifyStop(pid), exit, pdebugTestTimeout)
+	e, err := traceProcess(pid, r.NotifyStop(pid), exit, pdebugTestTimeout, func(int, syscall.Signal) {})
 	var ns *errTaskNotStopped
 	if !errors.As(err, &ns) || e == nil {
 		t.Fatalf("traceProcess: %v %v, want errTaskNotStopped", e, err)
