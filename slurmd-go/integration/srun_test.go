@@ -105,6 +105,7 @@ func TestSrun(t *testing.T) {
 		subtest{"Buffering", func(t *testing.T) { testSrunBuffering(t, p) }},
 		subtest{"MPIPlugin", func(t *testing.T) { testSrunMPIPlugin(t, p) }},
 		subtest{"SlurmdDebug", func(t *testing.T) { testSrunSlurmdDebug(t, p) }},
+		subtest{"DebuggerTest", func(t *testing.T) { testSrunDebuggerTest(t, p) }},
 	)
 	// Alone, each: 2x20 steps starting at once, and two 100 MiB streams, keep this
 	// machine's 2 CPUs so busy that step launches beside them time out

@@ -177,19 +177,11 @@ func (m *Manager) libdirFixup(version uint16, msg *slurmproto.LaunchTasks) {
 
 // unsupportedStepFeature refuses, with stock's error code and a log line
 // naming the feature, a launch that asks for what the step manager does not
-// do, rather than run it without: a parallel debugger's stop at exec, X11
-// forwarding (slurmctld sends it only with PrologFlags=X11, and it needs the
-// extern step) and an OCI container where oci.conf configures them. Without
+// do, rather than run it without: X11 forwarding (slurmctld sends it only
+// with PrologFlags=X11, and it needs the extern step) and an OCI container where oci.conf configures them. Without
 // oci.conf stock ignores --container too (slurmstepd.c: "containers are not
 // configured on this node").
 func unsupportedStepFeature(log hclog.Logger, confFile string, msg *slurmproto.LaunchTasks) uint32 {
-	if msg.Flags&slurmproto.LaunchParallelDebug != 0 {
-		// srun --debugger-test, or srun under a parallel debugger: stock stops
-		// each task at exec (ptrace) for the debugger; running them free would
-		// let the program run past the debugger's breakpoints.
-		log.Error("parallel debugger launch requested: slurmd-go cannot stop tasks at exec for a debugger")
-		return slurmproto.ESlurmNotSupported
-	}
 	if msg.X11 != 0 {
 		log.Error("X11 forwarding requested: slurmd-go has no extern step to forward it", "x11", msg.X11)
 		return slurmproto.ESlurmX11NotAvail

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -32,6 +34,7 @@ type Exit struct {
 type Reaper struct {
 	mu       sync.Mutex
 	watchers map[int]chan Exit // guarded by mu
+	stops    map[int]chan Exit // guarded by mu; see NotifyStop
 	sigs     chan os.Signal
 	done     chan struct{}
 }
@@ -40,6 +43,7 @@ type Reaper struct {
 func NewReaper() *Reaper {
 	r := &Reaper{
 		watchers: map[int]chan Exit{},
+		stops:    map[int]chan Exit{},
 		sigs:     make(chan os.Signal, 16),
 		done:     make(chan struct{}),
 	}
@@ -60,6 +64,40 @@ func (r *Reaper) Start(cmd *exec.Cmd) (<-chan Exit, error) {
 	}
 	r.watchers[cmd.Process.Pid] = ch
 	return ch, nil
+}
+
+// NotifyStop returns a channel that receives the stops of pid, a child
+// that traces itself (PTRACE_TRACEME), until it exits: wait4 reports a
+// tracee's stops to its tracer even without WUNTRACED, and those of its
+// threads (Exit.PID is then the thread's id). A stop is never an exit:
+// stops nobody asked for are dropped, the child's exit still comes on its
+// Start channel.
+func (r *Reaper) NotifyStop(pid int) <-chan Exit {
+	ch := make(chan Exit, stopBacklog)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stops[pid] = ch
+	return ch
+}
+
+// stopBacklog is how many stops of one child wait for its tracer; more
+// are dropped (a tracer handles each before the tracee can stop again).
+const stopBacklog = 16
+
+// threadGroup is the process id (Tgid) of thread tid, or tid.
+func threadGroup(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return tid
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return tid
 }
 
 // Stop ends reaping (children exiting later stay zombies until exit).
@@ -92,6 +130,21 @@ func (r *Reaper) reapAll() {
 		}
 		e := Exit{PID: pid, Status: ws, Rusage: ru}
 		r.mu.Lock()
+		if ws.Stopped() {
+			ch, ok := r.stops[pid]
+			if !ok {
+				ch, ok = r.stops[threadGroup(pid)]
+			}
+			if ok {
+				select {
+				case ch <- e:
+				default:
+				}
+			}
+			r.mu.Unlock()
+			continue
+		}
+		delete(r.stops, pid)
 		if ch, ok := r.watchers[pid]; ok {
 			delete(r.watchers, pid)
 			ch <- e

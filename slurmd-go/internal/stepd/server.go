@@ -355,6 +355,12 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 	}
 	// Only the step's first node writes the cancel line.
 	write := !s.msgSent && s.state < stepapi.StateEnding && s.nodeID == 0
+	if write && cancelLineOnce(sig) {
+		// Claimed here, not after the line: slurmctld's signal and
+		// terminate requests for one scancel arrive at once, and both
+		// wrote the line (TestSrun/DebuggerTest/Scancel, 26.05).
+		s.msgSent = true
+	}
 	s.mu.Unlock()
 	if write {
 		entity := fmt.Sprintf("JOB %d", s.id.JobID)
@@ -363,7 +369,6 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		}
 		node := s.spec.NodeName
 		now := cancelTime(time.Now())
-		sent := true
 		switch uint16(sig) {
 		case slurmproto.SigTimeLimit:
 			s.errorLine("*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***", entity, node, now)
@@ -376,7 +381,6 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		case slurmproto.SigFailure:
 			s.errorLine("*** %s ON %s FAILED (non-zero exit code or other failure mode) ***", entity, node)
 		case slurmproto.SigUME:
-			sent = false
 			if s.spec.ProtocolVersion < slurmproto.Version2605 { // 26.05 dropped SIG_UME's line
 				s.errorLine("*** %s ON %s UNCORRECTABLE MEMORY ERROR AT %s ***", entity, node, now)
 			}
@@ -392,13 +396,6 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 			} else {
 				s.errorLine("*** %s ON %s CANCELLED AT %s ***", entity, node, now)
 			}
-		default:
-			sent = false
-		}
-		if sent {
-			s.mu.Lock()
-			s.msgSent = true
-			s.mu.Unlock()
 		}
 		if details != "" {
 			s.errorLine("*** REASON: %s ***", details)
@@ -423,6 +420,13 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		return -1, slurmproto.ESlurmdStepSuspended
 	}
 	if sig == int(slurmproto.SigDebugWake) {
+		// srun's MPIR_Breakpoint: the debugger has what it needs, the
+		// tasks stopped at exec may run (a no-op for other steps, as stock).
+		if s.parallelDebug() {
+			for _, pid := range s.taskPIDs() {
+				s.wakeProcess(pid)
+			}
+		}
 		return 0, 0
 	}
 	if sig == int(slurmproto.SigTermKill) {
@@ -449,6 +453,17 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		return -1, int32(errnoOf(err))
 	}
 	return 0, 0
+}
+
+// cancelLineOnce: the signals whose cancel line a step writes once
+// (req.c msg_sent); SIG_UME's line and other signals do not count.
+func cancelLineOnce(sig int) bool {
+	switch uint16(sig) {
+	case slurmproto.SigTimeLimit, slurmproto.SigPreempted, slurmproto.SigNodeFail, slurmproto.SigRequeued,
+		slurmproto.SigFailure, uint16(syscall.SIGTERM), uint16(syscall.SIGKILL), slurmproto.SigTermKill:
+		return true
+	}
+	return false
 }
 
 func errnoOf(err error) syscall.Errno {

@@ -76,6 +76,9 @@ type taskConfig struct {
 	// PrlimitLogs: 24.11's set_user_limits also logs the RSS limit it set
 	// and the limits it leaves alone.
 	PrlimitLogs bool `json:"prlimit_logs,omitempty"`
+	// ParallelDebug (LAUNCH_PARALLEL_DEBUG): the task stops at its exec
+	// for a debugger (pdebug_linux.go).
+	ParallelDebug bool `json:"parallel_debug,omitempty"`
 }
 
 // taskConfigFD is the helper's config pipe.
@@ -235,6 +238,13 @@ func (t *taskRun) script() int {
 // _exit(errno).
 func (t *taskRun) exec(path string) int {
 	resetIgnoredSignals()
+	if t.c.ParallelDebug {
+		// Right before execve, not where stock calls it (before the PATH
+		// search and the limits): a signal that reaches a tracee stops it,
+		// and that stop before the exec would be one its tracer never
+		// waits for. Nothing between the two logs or fails differently.
+		t.traceMe()
+	}
 	err := syscall.Exec(path, t.c.Argv, t.env)
 	errno, _ := err.(syscall.Errno)
 	if errno == syscall.ENOENT {

@@ -5,6 +5,7 @@ package stepd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -263,10 +264,15 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 	// first task, whose process group the others join, cannot have exited
 	// yet: setpgid to a vanished group fails with EPERM.
 	type release struct {
-		t   *stepTask
-		w   *os.File
-		cfg []byte
+		t    *stepTask
+		w    *os.File
+		cfg  []byte
+		exit <-chan proc.Exit
+		stop <-chan proc.Exit // parallel debug: the stop at exec
 	}
+	debug := s.parallelDebug()
+	// A debugged task's tracer is the thread that forked it (pdebug_linux.go).
+	defer debugThread(debug)()
 	var releases []release
 	abort := func() {
 		for _, r := range releases {
@@ -321,9 +327,10 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			s.pid = pid
 		}
 		s.mu.Unlock()
-		go func(t *stepTask, ch <-chan proc.Exit) {
-			exits <- taskExit{t: t, e: <-ch}
-		}(t, exitCh)
+		var stopCh <-chan proc.Exit
+		if debug {
+			stopCh = s.reaper.NotifyStop(pid)
+		}
 		if s.cg != nil {
 			if err := s.cg.AddPID(pid); err != nil {
 				s.log.Error("proctrack add", "pid", pid, "error", err)
@@ -333,7 +340,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			}
 		}
 		b, _ := json.Marshal(s.stepTaskConfig(t, pid, umask, nice))
-		releases = append(releases, release{t: t, w: cfgW, cfg: b})
+		releases = append(releases, release{t: t, w: cfgW, cfg: b, exit: exitCh, stop: stopCh})
 		s.stepdLog(logVerbose, "task %d (%d) started %s", t.gtid, pid, eventTimestamp(time.Now()))
 	}
 	if s.noneHookLogs() {
@@ -350,6 +357,38 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		if err != nil {
 			s.log.Error("release task", "task", r.t.gtid, "error", err)
 		}
+	}
+	if debug {
+		// mgr.c _fork_all_tasks: each task stopped for the debugger before
+		// srun hears of the launch; one that ends first fails the launch.
+		for _, r := range releases {
+			onSignal := func(tid int, sig syscall.Signal) {
+				s.log.Debug("parallel debug: signal before the exec, delivered", "task", r.t.gtid, "tid", tid, "signal", sig)
+			}
+			if e, err := traceProcess(r.t.pid, r.stop, r.exit, DebugStopTimeout, onSignal); err != nil {
+				var ns *errTaskNotStopped
+				if errors.As(err, &ns) {
+					for _, l := range ns.lines {
+						s.errorLine("%s", l)
+					}
+				} else {
+					s.errorLine("%s", err)
+				}
+				s.log.Error("parallel debug: task not stopped at exec", "task", r.t.gtid, "pid", r.t.pid, "error", err)
+				if e != nil {
+					s.mu.Lock()
+					r.t.exited, r.t.status = true, int32(e.Status)
+					s.mu.Unlock()
+				}
+				s.killStarted()
+				return slurmproto.ESlurmdExecveFailed, nil
+			}
+		}
+	}
+	for _, r := range releases {
+		go func(t *stepTask, ch <-chan proc.Exit) {
+			exits <- taskExit{t: t, e: <-ch}
+		}(r.t, r.exit)
 	}
 	return 0, exits
 }
@@ -407,8 +446,14 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 		LogLevel:       s.stderrLevel(), LogTimestamp: s.spec.ProtocolVersion >= slurmproto.Version2605,
 		StepID: stepIDString(s.id), TaskID: t.gtid,
 		TaskNone: s.noneHookLogs(), MPINone: s.noneHookLogs() && mpiNone(m.MPIPluginID),
-		PrlimitLogs: s.spec.ProtocolVersion >= slurmproto.Version2411,
+		PrlimitLogs:   s.spec.ProtocolVersion >= slurmproto.Version2411,
+		ParallelDebug: s.parallelDebug(),
 	}
+}
+
+// parallelDebug: srun launched the step for a parallel debugger.
+func (s *Step) parallelDebug() bool {
+	return s.launch != nil && s.launch.Flags&slurmproto.LaunchParallelDebug != 0
 }
 
 // taskEnv is exec_task's setup_env for a step task.
