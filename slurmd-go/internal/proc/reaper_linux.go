@@ -34,7 +34,7 @@ type Exit struct {
 type Reaper struct {
 	mu       sync.Mutex
 	watchers map[int]chan Exit // guarded by mu
-	stops    map[int]chan Exit // guarded by mu; see NotifyStop
+	stops    map[int]chan Exit // guarded by mu; see StartTraced
 	sigs     chan os.Signal
 	done     chan struct{}
 }
@@ -66,18 +66,25 @@ func (r *Reaper) Start(cmd *exec.Cmd) (<-chan Exit, error) {
 	return ch, nil
 }
 
-// NotifyStop returns a channel that receives the stops of pid, a child
-// that traces itself (PTRACE_TRACEME), until it exits: wait4 reports a
+// StartTraced is Start for a child that traces itself (PTRACE_TRACEME):
+// the second channel receives its stops until it exits. wait4 reports a
 // tracee's stops to its tracer even without WUNTRACED, and those of its
-// threads (Exit.PID is then the thread's id). A stop is never an exit:
-// stops nobody asked for are dropped, the child's exit still comes on its
-// Start channel.
-func (r *Reaper) NotifyStop(pid int) <-chan Exit {
-	ch := make(chan Exit, stopBacklog)
+// threads (Exit.PID is then the thread's id). A stop is never an exit: the
+// child's exit still comes on the first channel. The stop channel is
+// registered with the exit one, under the lock held across the fork, so a
+// stop reaped at once (a child that execs straight away stops there) is
+// not dropped as one nobody asked for.
+func (r *Reaper) StartTraced(cmd *exec.Cmd) (<-chan Exit, <-chan Exit, error) {
+	ch := make(chan Exit, 1)
+	stops := make(chan Exit, stopBacklog)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stops[pid] = ch
-	return ch
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	r.watchers[cmd.Process.Pid] = ch
+	r.stops[cmd.Process.Pid] = stops
+	return ch, stops, nil
 }
 
 // stopBacklog is how many stops of one child wait for its tracer; more

@@ -60,7 +60,7 @@ func waitProcState(t *testing.T, pid int, want string) {
 }
 
 // TestTraceProcess: a child that traces itself stops at its exec; the
-// reaper hands that stop to NotifyStop, not as an exit; traceProcess leaves
+// reaper hands that stop to StartTraced's stop channel, not as an exit; traceProcess leaves
 // it stopped (T) and untraced, what a debugger attaches to; a debug wake
 // continues it, and its exit still comes on its Start channel.
 func TestTraceProcess(t *testing.T) {
@@ -71,12 +71,11 @@ func TestTraceProcess(t *testing.T) {
 	defer r.Stop()
 	cmd := exec.Command("/bin/sh", "-c", "exit 7")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true} // PTRACE_TRACEME before execve
-	exit, err := r.Start(cmd)
+	exit, stop, err := r.StartTraced(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	stop := r.NotifyStop(pid)
 	if e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(int, syscall.Signal) {}); err != nil || e != nil {
 		t.Fatalf("traceProcess: %v %v", e, err)
 	}
@@ -113,13 +112,12 @@ func TestTraceProcessSignalFirst(t *testing.T) {
 	defer r.Stop()
 	cmd := exec.Command("/bin/sh", "-c", `trap 'echo got USR1' USR1; kill -USR1 $$; exec sleep 30`)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
-	exit, err := r.Start(cmd)
+	exit, stop, err := r.StartTraced(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
 	defer syscall.Kill(pid, syscall.SIGKILL)
-	stop := r.NotifyStop(pid)
 	// sh's own exec stop, let go by hand: the USR1 and sleep's exec follow.
 	select {
 	case e := <-stop:
@@ -152,12 +150,12 @@ func TestTraceProcessExited(t *testing.T) {
 	r := proc.NewReaper()
 	defer r.Stop()
 	cmd := exec.Command("/bin/sh", "-c", "exit 3")
-	exit, err := r.Start(cmd)
+	exit, stop, err := r.StartTraced(cmd) // not traced: it just exits
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	e, err := traceProcess(pid, r.NotifyStop(pid), exit, pdebugTestTimeout, func(int, syscall.Signal) {})
+	e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(int, syscall.Signal) {})
 	var ns *errTaskNotStopped
 	if !errors.As(err, &ns) || e == nil {
 		t.Fatalf("traceProcess: %v %v, want errTaskNotStopped", e, err)

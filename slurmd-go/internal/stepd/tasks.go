@@ -307,7 +307,12 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		case i == 0:
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		}
-		exitCh, err := s.reaper.Start(cmd)
+		var exitCh, stopCh <-chan proc.Exit
+		if debug {
+			exitCh, stopCh, err = s.reaper.StartTraced(cmd)
+		} else {
+			exitCh, err = s.reaper.Start(cmd)
+		}
 		cfgR.Close()
 		closeAll(files)
 		if err != nil {
@@ -327,10 +332,6 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			s.pid = pid
 		}
 		s.mu.Unlock()
-		var stopCh <-chan proc.Exit
-		if debug {
-			stopCh = s.reaper.NotifyStop(pid)
-		}
 		if s.cg != nil {
 			if err := s.cg.AddPID(pid); err != nil {
 				s.log.Error("proctrack add", "pid", pid, "error", err)
