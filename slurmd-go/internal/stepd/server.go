@@ -218,7 +218,7 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		return s.handleCompletion(w, c, p)
 	case stepapi.RequestStepTaskInfo:
 		s.mu.Lock()
-		if s.launch != nil {
+		if s.launch != nil || s.prolog != nil {
 			o.Uint32(uint32(len(s.tasks)))
 			for _, t := range s.tasks {
 				o.Int32(int32(t.ltid))
@@ -276,10 +276,10 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		}
 		if !s.authorized(p.uid) {
 			s.log.Error("attempt to add pid to step", "uid", p.uid, "pid", pid)
+			o.Int32(-1)
 		} else {
-			s.log.Error("non-extern step given for add extern pid", "pid", pid)
+			o.Int32(s.addExternPID(int(pid))) // only the extern step adopts pids
 		}
-		o.Int32(-1) // only an extern step adopts pids
 	case stepapi.RequestX11Display:
 		o.Int32(0) // no X11 forwarding
 		o.Int32(0)
@@ -288,7 +288,9 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 	case stepapi.RequestGetGR:
 		return s.handleGetGR(w, c, p)
 	case stepapi.RequestGetNSFD:
-		o.Int32(-1) // no job container
+		// container_g_join_external without a job_container plugin: 0,
+		// "no namespace" (-1 made pam_slurm_adopt log stepd_get_ns_fd failed).
+		o.Int32(0)
 	case stepapi.RequestGetHost:
 		if _, err := w.ReadInt32(); err != nil { // mode
 			return err
@@ -618,8 +620,8 @@ func (s *Step) handleGetPW(w *stepapi.Wire, c io.Writer, p peer) error {
 	case stepapi.GetPWMatchAlways:
 		found = true
 	}
-	cr := s.msg.Cred // C checks for NULL, not empty
-	if s.userName == "" || cr.PwGecos == "" || cr.PwDir == "" || cr.PwShell == "" {
+	// The credential's passwd fields (C checks for NULL, not empty).
+	if s.userName == "" || s.pwGecos == "" || s.pwDir == "" || s.pwShell == "" {
 		found = false
 	}
 	var o stepapi.Out
