@@ -165,3 +165,26 @@ func TestE2E_ExternStep(t *testing.T) {
 	waitGone(t, h.Socket, 10*time.Second)
 	waitDead(t, h.PID, 10*time.Second) // later tests list this process's descendants
 }
+
+// TestAnswerVersion: the handshake answers slurmd-go's own client (22.05)
+// and 22.05 tools with 22.05, a 24.11 tool on a 24.11 node with 24.11 (so
+// that its stepd_get_uid asks at all), and caps 26.05 tools at 24.11.
+func TestAnswerVersion(t *testing.T) {
+	for _, c := range []struct {
+		node   uint16
+		client int32
+		want   int32
+	}{
+		{slurmproto.Version2205, stepapi.ProtocolVersion, 0x2600},
+		{slurmproto.Version2205, 0x2A00, 0x2600},
+		{slurmproto.Version2411, stepapi.ProtocolVersion, 0x2600},
+		{slurmproto.Version2411, 0x2A00, 0x2A00},
+		{slurmproto.Version2605, 0x2D00, 0x2A00},
+		{slurmproto.Version2605, 0x2600, 0x2600},
+	} {
+		s := &Step{spec: &stepapi.StartSpec{ProtocolVersion: c.node}}
+		if got := s.answerVersion(c.client); got != c.want {
+			t.Errorf("node %#x, client %#x: answered %#x, want %#x", c.node, c.client, got, c.want)
+		}
+	}
+}

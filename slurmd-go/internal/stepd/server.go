@@ -117,6 +117,19 @@ func peerCred(c *net.UnixConn) (peer, error) {
 	return peer{uid: cred.Uid, pid: cred.Pid}, nil
 }
 
+// answerVersion is the version the handshake answers a client announcing
+// ver. A 24.11 or 26.05 client does nothing for a step manager older than
+// its SLURM_MIN_PROTOCOL_VERSION (23.02, 24.11): stepd_get_uid, attach,
+// notify and mem limits then fail silently (pam_slurm_adopt found no job
+// of the user). So a newer client hears the node's release, capped at
+// 24.11, whose requests this server parses as 22.05's: the formats that
+// changed (suspend, completion, reconfigure from 23.11, attach from 25.05)
+// come only from slurmd-go itself, which announces 22.05.
+func (s *Step) answerVersion(ver int32) int32 {
+	v := min(ver, int32(s.spec.ProtocolVersion), int32(slurmproto.Version2411))
+	return max(v, stepapi.ProtocolVersion)
+}
+
 // serveConn is _handle_accept: the handshake, then requests until EOF or
 // an error.
 func (s *Step) serveConn(c *net.UnixConn) {
@@ -138,7 +151,7 @@ func (s *Step) serveConn(c *net.UnixConn) {
 		_ = o.Send(c)
 		return
 	}
-	o.Int32(stepapi.ProtocolVersion)
+	o.Int32(s.answerVersion(ver))
 	if o.Send(c) != nil {
 		return
 	}
