@@ -110,6 +110,7 @@ func pamModule(t *testing.T, c *cluster.Cluster) string {
 // externRun is what one cluster showed, normalized.
 type externRun struct {
 	during   []string // listpids rows of the job while the login is adopted
+	sstat    string   // sstat of the job's extern step
 	adopted  []string // the login's PAM result
 	refused  []string // a user without a job on the node
 	ended    string   // how the adopted login ended
@@ -134,6 +135,7 @@ func TestExternStep(t *testing.T) {
 		{"the adopted login's PAM result", ref.adopted, sut.adopted},
 		{"the refused user's PAM result", ref.refused, sut.refused},
 		{"listpids of the job with the adopted login", ref.during, sut.during},
+		{"sstat of the extern step", ref.sstat, sut.sstat},
 		{"how the adopted login ended", ref.ended, sut.ended},
 		{"listpids of the job after its end", ref.after, sut.after},
 	} {
@@ -213,6 +215,10 @@ func externAdopt(t *testing.T, c *cluster.Cluster) *externRun {
 	if !found {
 		t.Errorf("adopted login %d is not in the job's extern step: %q", run.loginPID, rows)
 	}
+
+	// sstat reaches the extern step's manager through the node daemon.
+	sout, serr, err := c.Exec(t, cluster.Cmd{User: cluster.TestUser, Args: []string{"sstat", "-P", "-n", "-j", job + ".extern", "-o", "JobID,NTasks"}, CleanEnv: true})
+	run.sstat = norm(fmt.Sprintf("%q %q exit=%v", strings.TrimSpace(sout), strings.TrimSpace(serr), err != nil))
 
 	// A user with no job on the node is refused.
 	refusedOut := filepath.Join(dir, "refused.out")

@@ -106,6 +106,9 @@ func TestE2E_ExternStep(t *testing.T) {
 	if tasks, err := c.TaskInfo(ctx); err != nil || !slices.Equal(tasks, []stepapi.TaskInfo{{ID: 0, GTID: 0, PID: -1}}) {
 		t.Errorf("TaskInfo = %+v, %v", tasks, err)
 	}
+	if n, err := c.Stat(ctx); err != nil || n != 1 {
+		t.Errorf("Stat = %d tasks, %v; the extern step counts its one task", n, err)
+	}
 	pids, err := c.ListPIDs(ctx)
 	if err != nil || len(pids) != 1 {
 		t.Fatalf("ListPIDs = %v, %v: want the container's sleep", pids, err)

@@ -253,8 +253,13 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		if p.uid != s.uid && !s.authorized(p.uid) {
 			return fmt.Errorf("stepd: stat from uid %d", p.uid)
 		}
-		// jobacct_gather/none: no accounting buffer, no task counted.
-		o.Int32(0)
+		// jobacct_gather/none: no accounting buffer, no task counted;
+		// the extern step always counts its one task (_handle_stat_jobacct).
+		if s.prolog != nil {
+			o.Int32(1)
+		} else {
+			o.Int32(0)
+		}
 	case stepapi.RequestStepListPIDs:
 		pids := s.containerPIDs()
 		o.Uint32(uint32(len(pids)))
