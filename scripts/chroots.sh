@@ -15,7 +15,7 @@ base=${TIEE_CHROOT_DIR:-/var/lib/tiee/chroots}
 mirror=${TIEE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 binds=${TIEE_CHROOT_BIND:-$repo}
-pkgs=(slurmctld slurmd slurm-client munge libslurm-dev iproute2 procps util-linux strace expect python3 gcc libc6-dev)
+pkgs=(slurmctld slurmd slurm-client munge libslurm-dev iproute2 procps util-linux strace expect python3 gcc libc6-dev libpam-slurm-adopt pamtester)
 
 suite_of() {
   case "$1" in
@@ -66,6 +66,21 @@ build() {
   mv "$tmp" "$root"
 }
 
+# add_missing ROOT: a chroot built before a package joined pkgs gets it (idempotent).
+add_missing() {
+  local root=$1 p missing=()
+  for p in "${pkgs[@]}"; do
+    chroot "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "chroots.sh: installing ${missing[*]} in $root" >&2
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$root.add.log" 2>&1 || {
+    chroot "$root" apt-get update -qq >>"$root.add.log" 2>&1
+    DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$root.add.log" 2>&1
+  } || { tail -20 "$root.add.log" >&2; return 1; }
+  rm -f "$root.add.log"
+}
+
 mount_all() {
   local root=$1 d
   bind /proc "$root/proc"
@@ -104,6 +119,7 @@ up() { # up RELEASE: build if missing, mount
   exec 9>"$base.$rel.lock"
   flock 9
   [ -f "$root/.tiee-ready" ] || build "$rel" "$root"
+  add_missing "$root"
   mount_all "$root"
   flock -u 9
 }

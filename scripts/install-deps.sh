@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the project builds and tests against. Idempotent.
 set -euo pipefail
-pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make iproute2 procps expect tmux strace)
+# libpam-slurm-adopt and pamtester: the extern step's pam_slurm_adopt test (python3 drives libpam).
+pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make iproute2 procps expect tmux strace python3 libpam-slurm-adopt pamtester)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -68,9 +68,6 @@ func confWarnings(cfg *config.Config) []slurmconf.Warning {
 // feature missing on the node is never silent.
 func unprovided(c *slurmconf.Config) []string {
 	var out []string
-	if c.PrologFlags&slurmconf.PrologContain != 0 {
-		out = append(out, "PrologFlags=Contain: slurmd-go creates no extern step (pam_slurm_adopt cannot adopt processes)")
-	}
 	if c.PrologFlags&slurmconf.PrologX11 != 0 {
 		out = append(out, "PrologFlags=X11: slurmd-go does not forward X11; srun --x11 launches are refused")
 	}

@@ -73,12 +73,15 @@ func TestPrintConfWarnings_Unprovided(t *testing.T) {
 	var b bytes.Buffer
 	printConfWarnings(&b, cfg)
 	for _, want := range []string{
-		"slurmd-go: warning: " + p + ":0: PrologFlags=Contain: slurmd-go creates no extern step",
 		"slurmd-go: warning: " + p + ":0: PrologFlags=X11: slurmd-go does not forward X11",
 		"slurmd-go: warning: " + p + ":0: TaskPlugin=task/affinity: slurmd-go has no task/affinity",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("warnings lack %q:\n%s", want, b.String())
 		}
+	}
+	// PrologFlags=Contain is provided (the extern step): no warning for it.
+	if strings.Contains(b.String(), "Contain") {
+		t.Errorf("warning for the provided PrologFlags=Contain:\n%s", b.String())
 	}
 }

@@ -398,8 +398,10 @@ func requeueFlags(version uint16, rc uint32) uint32 {
 }
 
 // LaunchProlog serves REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc): run
-// Prolog now and report it with REQUEST_COMPLETE_PROLOG.
-func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
+// Prolog now, start the job's extern step after it with
+// PrologFlags=Contain (req.c _rpc_prolog), and report both with
+// REQUEST_COMPLETE_PROLOG.
+func (m *Manager) LaunchProlog(version uint16, msg *slurmproto.LaunchProlog) {
 	j, revoked := m.incarnation(msg.JobID, msg.UID, msg.GID, credTime(msg.Cred))
 	if revoked {
 		m.log.Info("job already killed, not running its prolog", "job_id", msg.JobID)
@@ -414,6 +416,9 @@ func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
 			UserName: msg.UserName, WorkDir: msg.WorkDir, Nodes: msg.Nodes,
 			AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 		})
+		if rc == 0 && ranHere && m.cfg().Conf.PrologFlags&slurmconf.PrologContain != 0 {
+			rc = m.startExtern(ctx, version, msg)
+		}
 		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold == 0 {
 			body := &slurmproto.CompleteProlog{JobID: msg.JobID, StepID: credStep(msg.Cred), NodeName: m.cfg().NodeName, PrologRC: rc}
 			if err := m.durableRetry(ctx, "REQUEST_COMPLETE_PROLOG", fmt.Sprintf("complete_prolog.%d", msg.JobID), body); err != nil {
@@ -425,6 +430,32 @@ func (m *Manager) LaunchProlog(msg *slurmproto.LaunchProlog) {
 			m.prologFailed(rc, ranHere)
 		}
 	}()
+}
+
+// startExtern starts the job's extern step (_spawn_prolog_stepd): a job
+// killed meanwhile gets none, silently; a failed start fails the launch.
+func (m *Manager) startExtern(ctx context.Context, version uint16, msg *slurmproto.LaunchProlog) uint32 {
+	log := m.log.With("job_id", msg.JobID)
+	if m.revoked(msg.JobID) {
+		log.Info("job already killed, do not launch extern step")
+		return 0
+	}
+	body, err := slurmproto.EncodeBody(version, msg)
+	if err != nil {
+		log.Error("re-encode launch prolog for the extern step", "error", err)
+		return slurmproto.SlurmError
+	}
+	spec := m.spec(stepapi.KindExtern, version, body)
+	spec.NodeIndex = m.nodeIndex(msg.Nodes)
+	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
+		log.Error("extern step launch failed", "error", err)
+		return stepapi.RC(err)
+	}
+	if m.revoked(msg.JobID) {
+		log.Info("job killed while its extern step was starting")
+		m.terminateSteps(ctx, msg.JobID)
+	}
+	return 0
 }
 
 // credStep is a credential's step id (what 26.05 names a job by in the

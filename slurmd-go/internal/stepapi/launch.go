@@ -121,6 +121,13 @@ func launchStepID(spec *StartSpec) (slurmproto.StepID, error) {
 		}
 		return m.(*slurmproto.LaunchTasks).StepID, nil
 	}
+	if spec.Kind == KindExtern {
+		m, err := slurmproto.DecodeBody(spec.ProtocolVersion, slurmproto.RequestLaunchProlog, spec.LaunchBody)
+		if err != nil {
+			return slurmproto.StepID{}, err
+		}
+		return slurmproto.StepID{JobID: m.(*slurmproto.LaunchProlog).JobID, StepID: slurmproto.StepIDExtern, StepHetComp: slurmproto.NoVal}, nil
+	}
 	m, err := slurmproto.DecodeBody(spec.ProtocolVersion, slurmproto.RequestBatchJobLaunch, spec.LaunchBody)
 	if err != nil {
 		return slurmproto.StepID{}, err

@@ -28,6 +28,9 @@ type Kind string
 const (
 	KindBatch Kind = "batch" // REQUEST_BATCH_JOB_LAUNCH
 	KindTasks Kind = "tasks" // REQUEST_LAUNCH_TASKS
+	// KindExtern is the job's extern step (PrologFlags=Contain), started
+	// from REQUEST_LAUNCH_PROLOG.
+	KindExtern Kind = "extern"
 )
 
 // StartSpec is everything a step manager needs, computed by the daemon from
@@ -115,7 +118,8 @@ type StartSpec struct {
 	// LaunchBody is the REQUEST_BATCH_JOB_LAUNCH body exactly as received
 	// (user_name and gids are taken from its credential), or the
 	// REQUEST_LAUNCH_TASKS body as slurmd-go completed it from the verified
-	// credential (user name, gids, node CPUs, memory, orig_addr).
+	// credential (user name, gids, node CPUs, memory, orig_addr), or the
+	// REQUEST_LAUNCH_PROLOG body for the extern step.
 	LaunchBody []byte `json:"launch_body"`
 }
 
@@ -127,7 +131,7 @@ func (s *StartSpec) Validate() error {
 	switch {
 	case s.SpecVersion != SpecVersion:
 		return fmt.Errorf("%w: spec version %d, want %d", ErrBadSpec, s.SpecVersion, SpecVersion)
-	case s.Kind != KindBatch && s.Kind != KindTasks:
+	case s.Kind != KindBatch && s.Kind != KindTasks && s.Kind != KindExtern:
 		return fmt.Errorf("%w: kind %q not supported", ErrBadSpec, s.Kind)
 	case s.NodeName == "":
 		return fmt.Errorf("%w: no node name", ErrBadSpec)

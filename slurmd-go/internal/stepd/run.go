@@ -43,6 +43,10 @@ func (s *Step) run() {
 		s.runTasks()
 		return
 	}
+	if s.prolog != nil {
+		s.runExtern()
+		return
+	}
 	s.reaper = proc.NewReaper()
 	defer s.reaper.Stop()
 
@@ -462,6 +466,9 @@ func (s *Step) containerPIDs() []int {
 			add(p)
 		}
 	}
+	for _, p := range s.adoptedPIDs() {
+		add(p)
+	}
 	return out
 }
 
@@ -480,6 +487,18 @@ func (s *Step) hasPID(pid int) bool {
 // resumes the step on SIGCONT), so that scancel of a suspended job gets its
 // SIGTERM through.
 func (s *Step) signalContainer(sig syscall.Signal) error {
+	if s.prolog != nil && sig != syscall.SIGKILL {
+		// Stock's proctrack (cgroup: only the step manager's children
+		// unless SIGKILL; pgid: the holder's group) never signals an
+		// adopted login: it gets the SIGKILL at the step's end.
+		s.mu.Lock()
+		pid := s.pid
+		s.mu.Unlock()
+		if pid <= 0 {
+			return nil
+		}
+		return proc.Signal([]int{pid}, sig)
+	}
 	if sig == syscall.SIGKILL && s.cg != nil {
 		_ = s.cg.Kill()
 	}

@@ -160,8 +160,11 @@ func ServeWith(in *os.File, rep io.WriteCloser, o Options) int {
 		o.Ctld = c
 	}
 	newFn := newStep
-	if spec.Kind == stepapi.KindTasks {
+	switch spec.Kind {
+	case stepapi.KindTasks:
 		newFn = newTaskStep
+	case stepapi.KindExtern:
+		newFn = newExternStep
 	}
 	s, err := newFn(spec, o, log)
 	if err != nil {

@@ -119,6 +119,19 @@ func peerCred(c *net.UnixConn) (peer, error) {
 	return peer{uid: cred.Uid, pid: cred.Pid}, nil
 }
 
+// answerVersion is the version the handshake answers a client announcing
+// ver. A 24.11 or 26.05 client does nothing for a step manager older than
+// its SLURM_MIN_PROTOCOL_VERSION (23.02, 24.11): stepd_get_uid, attach,
+// notify and mem limits then fail silently (pam_slurm_adopt found no job
+// of the user). So a newer client hears the node's release, capped at
+// 24.11, whose requests this server parses as 22.05's: the formats that
+// changed (suspend, completion, reconfigure from 23.11, attach from 25.05)
+// come only from slurmd-go itself, which announces 22.05.
+func (s *Step) answerVersion(ver int32) int32 {
+	v := min(ver, int32(s.spec.ProtocolVersion), int32(slurmproto.Version2411))
+	return max(v, stepapi.ProtocolVersion)
+}
+
 // serveConn is _handle_accept: the handshake, then requests until EOF or
 // an error.
 func (s *Step) serveConn(c *net.UnixConn) {
@@ -140,7 +153,7 @@ func (s *Step) serveConn(c *net.UnixConn) {
 		_ = o.Send(c)
 		return
 	}
-	o.Int32(stepapi.ProtocolVersion)
+	o.Int32(s.answerVersion(ver))
 	if o.Send(c) != nil {
 		return
 	}
@@ -224,7 +237,7 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		return s.handleCompletion(w, c, p)
 	case stepapi.RequestStepTaskInfo:
 		s.mu.Lock()
-		if s.launch != nil {
+		if s.launch != nil || s.prolog != nil {
 			o.Uint32(uint32(len(s.tasks)))
 			for _, t := range s.tasks {
 				o.Int32(int32(t.ltid))
@@ -246,8 +259,13 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		if p.uid != s.uid && !s.authorized(p.uid) {
 			return fmt.Errorf("stepd: stat from uid %d", p.uid)
 		}
-		// jobacct_gather/none: no accounting buffer, no task counted.
-		o.Int32(0)
+		// jobacct_gather/none: no accounting buffer, no task counted;
+		// the extern step always counts its one task (_handle_stat_jobacct).
+		if s.prolog != nil {
+			o.Int32(1)
+		} else {
+			o.Int32(0)
+		}
 	case stepapi.RequestStepListPIDs:
 		pids := s.containerPIDs()
 		o.Uint32(uint32(len(pids)))
@@ -282,10 +300,10 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		}
 		if !s.authorized(p.uid) {
 			s.log.Error("attempt to add pid to step", "uid", p.uid, "pid", pid)
+			o.Int32(-1)
 		} else {
-			s.log.Error("non-extern step given for add extern pid", "pid", pid)
+			o.Int32(s.addExternPID(int(pid))) // only the extern step adopts pids
 		}
-		o.Int32(-1) // only an extern step adopts pids
 	case stepapi.RequestX11Display:
 		o.Int32(0) // no X11 forwarding
 		o.Int32(0)
@@ -294,7 +312,9 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 	case stepapi.RequestGetGR:
 		return s.handleGetGR(w, c, p)
 	case stepapi.RequestGetNSFD:
-		o.Int32(-1) // no job container
+		// container_g_join_external without a job_container plugin: 0,
+		// "no namespace" (-1 made pam_slurm_adopt log stepd_get_ns_fd failed).
+		o.Int32(0)
 	case stepapi.RequestGetHost:
 		if _, err := w.ReadInt32(); err != nil { // mode
 			return err
@@ -603,8 +623,8 @@ func (s *Step) handleGetPW(w *stepapi.Wire, c io.Writer, p peer) error {
 	case stepapi.GetPWMatchAlways:
 		found = true
 	}
-	cr := s.msg.Cred // C checks for NULL, not empty
-	if s.userName == "" || cr.PwGecos == "" || cr.PwDir == "" || cr.PwShell == "" {
+	// The credential's passwd fields (C checks for NULL, not empty).
+	if s.userName == "" || s.pwGecos == "" || s.pwDir == "" || s.pwShell == "" {
 		found = false
 	}
 	var o stepapi.Out

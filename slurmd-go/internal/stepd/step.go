@@ -31,6 +31,7 @@ type Step struct {
 	spec   *stepapi.StartSpec
 	msg    *slurmproto.BatchJobLaunch // batch steps
 	launch *slurmproto.LaunchTasks    // tasks steps (srun)
+	prolog *slurmproto.LaunchProlog   // the extern step (PrologFlags=Contain)
 	nodeID int                        // tasks steps: this node's rank in the step
 	tasks  []*stepTask                // tasks steps: the local tasks
 	sio    *stepIO                    // tasks steps: I/O to srun and sattach
@@ -85,6 +86,9 @@ type Step struct {
 	// attachedResp are the response addresses of sattach clients, which
 	// get MESSAGE_TASK_EXIT too; guarded by mu.
 	attachedResp []string
+	// adopted are the pids REQUEST_ADD_EXTERN_PID added to the extern
+	// step (pam_slurm_adopt's logins); guarded by mu.
+	adopted map[int]bool
 }
 
 // setupError is a setup failure with the rc the step manager reports.

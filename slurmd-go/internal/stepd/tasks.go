@@ -867,12 +867,15 @@ func (s *Step) stepRC() uint32 {
 
 // stepComplete sends REQUEST_STEP_COMPLETE for this node directly to
 // slurmctld (what stock does for steps under 7 nodes; always correct).
-func (s *Step) stepComplete() {
+func (s *Step) stepComplete() { s.sendStepComplete(s.stepRC()) }
+
+// sendStepComplete sends REQUEST_STEP_COMPLETE for this node with rc.
+func (s *Step) sendStepComplete(rc uint32) {
 	body := &slurmproto.StepComplete{
 		StepID:     s.id,
 		RangeFirst: uint32(s.nodeID),
 		RangeLast:  uint32(s.nodeID),
-		StepRC:     s.stepRC(),
+		StepRC:     rc,
 		JobAcct:    emptyJobAcct(s.spec.ProtocolVersion, s.spec.TRESIDs),
 	}
 	sched := StepCompleteRetry
@@ -910,10 +913,9 @@ func emptyJobAcct(version uint16, tresIDs []uint32) *slurmproto.JobAcct {
 
 // stepName is the step's cgroup directory name ("step_0", "batch").
 func (s *Step) stepName() string {
-	if s.launch == nil {
-		return "batch"
-	}
 	switch s.id.StepID {
+	case slurmproto.StepIDBatch:
+		return "batch"
 	case slurmproto.StepIDExtern:
 		return "extern"
 	case slurmproto.StepIDInteractive:
