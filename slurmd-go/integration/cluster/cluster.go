@@ -152,6 +152,9 @@ type Cluster struct {
 	ns *proc
 
 	mu    sync.Mutex        // guards ctld, procs, dyn
+	// sackMu serializes the start of stock node daemons under auth/slurm
+	// (see startNodeProc).
+	sackMu sync.Mutex
 	ctld  *proc             // guarded by mu
 	procs map[string]*proc  // node name -> daemon; guarded by mu
 	dyn   map[string]string // dynamic node name -> --conf; guarded by mu
@@ -690,7 +693,61 @@ func (c *Cluster) StartDynamicNode(t testing.TB, name, conf string) {
 // inherits from the harness, open on /dev/null without close-on-exec.
 const StrayHighFD = 250
 
+// startNodeProc starts a node daemon. Stock slurmd under auth/slurm unlinks
+// /run/slurm/sack.socket and binds it anew at start (sack.c init_sack_conmgr);
+// two nodes of one cluster starting at once on this host (one /run/slurm)
+// race between the unlink and the bind, and the loser dies with "Unable to
+// bind UNIX socket: Address already in use". A real node has its own /run.
+// So such starts go one at a time, each until the daemon has bound.
 func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
+	t.Helper()
+	if c.Impl != ImplStock || c.Auth != AuthSlurm {
+		c.spawnNode(t, name, args)
+		return
+	}
+	c.sackMu.Lock()
+	defer c.sackMu.Unlock()
+	var from int64
+	if fi, err := os.Stat(c.NodeLog(name)); err == nil {
+		from = fi.Size() // the log is appended to across restarts
+	}
+	c.spawnNode(t, name, args)
+	c.waitSACKBound(t, name, from)
+}
+
+// sackBoundLine is what stock's auth/slurm logs (debug) once
+// init_sack_conmgr has bound its socket, in 24.11 and 26.05.
+const sackBoundLine = "auth/slurm: init: loaded: internal="
+
+// sackBindTimeout bounds the wait for sackBoundLine; sackPoll is how often
+// the log is read meanwhile (short: every stock cluster start waits so).
+const (
+	sackBindTimeout = 20 * time.Second
+	sackPoll        = 50 * time.Millisecond
+)
+
+// waitSACKBound waits until name's daemon logged sackBoundLine after offset
+// from, died, or sackBindTimeout passed (then the start goes on: the level
+// may be below debug).
+func (c *Cluster) waitSACKBound(t testing.TB, name string, from int64) {
+	t.Helper()
+	deadline := time.Now().Add(sackBindTimeout)
+	for {
+		if b, err := os.ReadFile(c.NodeLog(name)); err == nil && int64(len(b)) > from && strings.Contains(string(b[from:]), sackBoundLine) {
+			return
+		}
+		if !c.NodeRunning(name) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("cluster: %s logged no %q within %v; starting the next node anyway", name, sackBoundLine, sackBindTimeout)
+			return
+		}
+		time.Sleep(sackPoll)
+	}
+}
+
+func (c *Cluster) spawnNode(t testing.TB, name string, args []string) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
