@@ -151,13 +151,13 @@ type Cluster struct {
 	// startMountNS), nil otherwise. Set in Start before any daemon, then read-only.
 	ns *proc
 
-	mu    sync.Mutex        // guards ctld, procs, dyn
+	mu sync.Mutex // guards ctld, procs, dyn
 	// sackMu serializes the start of stock node daemons under auth/slurm
 	// (see startNodeProc).
 	sackMu sync.Mutex
-	ctld  *proc             // guarded by mu
-	procs map[string]*proc  // node name -> daemon; guarded by mu
-	dyn   map[string]string // dynamic node name -> --conf; guarded by mu
+	ctld   *proc             // guarded by mu
+	procs  map[string]*proc  // node name -> daemon; guarded by mu
+	dyn    map[string]string // dynamic node name -> --conf; guarded by mu
 
 	stopOnce sync.Once
 }
