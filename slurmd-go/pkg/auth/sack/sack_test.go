@@ -40,8 +40,8 @@ type env struct {
 	c    *sack.Client
 }
 
-// start runs a Server with a real authslurm.Auth on a socket in a temp dir.
-func start(t *testing.T, version uint16, timeout time.Duration) *env {
+// newAuth is a real authslurm.Auth with a test key.
+func newAuth(t *testing.T) *authslurm.Auth {
 	t.Helper()
 	keys, err := authslurm.NewKeySet(false, authslurm.Key{Secret: []byte("sack test key")})
 	if err != nil {
@@ -52,6 +52,13 @@ func start(t *testing.T, version uint16, timeout time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// start runs a Server with a real authslurm.Auth on a socket in a temp dir.
+func start(t *testing.T, version uint16, timeout time.Duration) *env {
+	t.Helper()
+	a := newAuth(t)
 	logs := &syncBuf{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
 	path := filepath.Join(t.TempDir(), "run", "sack.socket")
@@ -312,15 +319,7 @@ func (s slowMint) MintSACK(ctx context.Context, uid, gid, ruid uint32, data []by
 // A daemon shutting down answers the requests it accepted and refuses new
 // ones, which then go on to the next socket (slurmctld's).
 func TestServer_ShutdownAnswersAccepted(t *testing.T) {
-	keys, err := authslurm.NewKeySet(false, authslurm.Key{Secret: []byte("sack test key")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := authslurm.ProcessIDs()
-	a, err := authslurm.New(authslurm.Config{Keys: keys, ClusterName: "c", Hostname: "h", IDs: &ids})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newAuth(t)
 	svc := slowMint{Auth: a, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	path := filepath.Join(t.TempDir(), "sack.socket")
 	ln, err := sack.Listen(path, uint32(os.Getuid()), hclog.NewNullLogger())
