@@ -50,6 +50,12 @@ for run in "$@"; do
   [ $rc -eq 0 ] || { result="FAIL(rc=$rc)"; failed=1; }
   table+=("$(printf '%-6s %-6s %-6s %-12s %dm%02ds  %s' "$rel" "$auth" "$tests" "$result" $((secs / 60)) $((secs % 60)) "$log")")
 done
+# every failed run's failures again, last, where a log cut to its tail still shows them
+for run in "$@"; do
+  IFS=/ read -r rel auth _ <<<"$run"
+  f=bin/logs/$prefix-$rel-$auth.log.failures
+  [ -s "$f" ] && { echo "==== failures of $rel/$auth ($impl)"; head -30 "$f"; }
+done
 {
   echo "==== integration.sh: impl=$impl"
   printf '%s\n' "${table[@]}"

@@ -98,7 +98,8 @@ func sigintOn(t *testing.T, c *cluster.Cluster, dir string) sigintRun {
 // terminal's size, resize srun's terminal and read it again, exit. The commands echo as
 // typed ("XX$((6*7))YY"), so only bash's answers match "XX42YY" and the sizes. srun
 // starts on a 33x101 terminal (the task's PTY gets it from SLURM_PTY_WIN_ROW/COL); the
-// resize reaches srun as SIGWINCH and the task through srun's PTY connection. bash skips
+// resize reaches srun as SIGWINCH and the task through srun's PTY connection, which takes
+// a while on a loaded machine: the task polls its size for up to 10 s. bash skips
 // its rc files: the prompt must not depend on the user's.
 func ptyScript(args []string) string {
 	return fmt.Sprintf(`log_user 1
@@ -124,7 +125,7 @@ expect {
 	timeout { puts "\nEXPECT: no initial window size"; exit 5 }
 }
 stty rows 40 columns 120 < $spawn_out(slave,name)
-send "sleep 1; echo WZ\$(stty size)WZ\r"
+send "k=0; while \[ \"\$(stty size)\" != \"40 120\" \] && \[ \$k -lt 100 \]; do sleep 0.1; k=\$((k+1)); done; echo WZ\$(stty size)WZ\r"
 expect {
 	"WZ40 120WZ" {}
 	-re {WZ[0-9]+ [0-9]+WZ} { puts "\nEXPECT: window size after the resize wrong"; exit 6 }

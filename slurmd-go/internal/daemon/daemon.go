@@ -12,6 +12,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"github.com/google/renameio/v2"
 	"io"
 	"os"
 	"os/signal"
@@ -313,12 +314,7 @@ func (d *Daemon) setupProtocol(spool string) error {
 		}
 	}
 	d.ctld.OnVersion = func(v uint16) {
-		tmp := path + ".tmp"
-		err := os.WriteFile(tmp, []byte(slurmproto.ReleaseName(v)+"\n"), 0o644)
-		if err == nil {
-			err = os.Rename(tmp, path)
-		}
-		if err != nil {
+		if err := renameio.WriteFile(path, []byte(slurmproto.ReleaseName(v)+"\n"), 0o644, renameio.WithTempDir(spool)); err != nil {
 			d.log.Warn("cannot save the negotiated release", "path", path, "error", err)
 		}
 		select {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,9 +70,12 @@ type Manager struct {
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
 	terminating map[uint32]bool // guarded by mu: a terminate is in progress
-	// suspending holds a job's suspend lock: closed and removed when its
-	// operation ends (suspend.go); guarded by mu.
-	suspending map[uint32]chan struct{}
+	// suspending holds the operations queued behind a job's running
+	// suspend or resume; a job is in it while its worker runs (suspend.go);
+	// guarded by mu.
+	suspending map[uint32][]queuedSuspend
+	// suspendSeq numbers suspend operations' files in arrival order.
+	suspendSeq atomic.Uint64
 	// creds are the step credentials verified so far, until they expire
 	// (slurm_cred's state_list): one seen again is a replay.
 	creds        map[credKey]time.Time // guarded by mu: → expiry
@@ -114,14 +118,17 @@ func (m *Manager) jobContext(ctx context.Context, j *job) (context.Context, cont
 // New returns a manager. stepdPath is the slurmstepd-go binary; a decodes
 // step credentials; nodeCPUs is the CPU count the node registered.
 func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCPUs func() int, stepdPath string, reg Registrar, log hclog.Logger) *Manager {
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, ctld: c, auth: a, nodeCPUs: nodeCPUs, stepdPath: stepdPath, reg: reg,
 		log:         log.Named("jobmgr"),
 		jobs:        map[uint32]*job{},
 		creds:       map[credKey]time.Time{},
 		terminating: map[uint32]bool{},
-		suspending:  map[uint32]chan struct{}{},
+		suspending:  map[uint32][]queuedSuspend{},
 	}
+	// Operation files sort in arrival order across restarts too.
+	m.suspendSeq.Store(uint64(time.Now().UnixNano()))
+	return m
 }
 
 // SetLibDirs sets where a launch finds the library directories that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/google/renameio/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,11 +66,7 @@ func (m *Manager) writePending(path, what string, body slurmproto.Body) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, j, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return renameio.WriteFile(path, j, 0o600, renameio.WithTempDir(filepath.Dir(path)))
 }
 
 // protocol is the controller's protocol version, 22.05's while unknown.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/google/renameio/v2"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -99,20 +100,7 @@ func (m *Manager) saveStateLocked() {
 		}
 	}
 	b, _ := json.Marshal(st)
-	tmp, err := os.CreateTemp(dir, CredStateFile+".*")
-	if err == nil {
-		_, err = tmp.Write(b)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), filepath.Join(dir, CredStateFile))
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
+	if err := renameio.WriteFile(filepath.Join(dir, CredStateFile), b, 0o600, renameio.WithTempDir(dir)); err != nil {
 		m.log.Warn("cannot save credential state", "dir", dir, "error", err)
 	}
 }

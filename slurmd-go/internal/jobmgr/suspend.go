@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/google/renameio/v2"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -61,18 +62,14 @@ func (m *Manager) Suspend(req *slurmproto.SuspendInt, uid uint32) (uint32, func(
 
 func (m *Manager) startSuspend(op suspendOp, uid uint32) {
 	m.log.Debug("suspend request", "job_id", op.JobID, "uid", uid, "action", opName(op.Op))
-	path := m.suspendPath(op.JobID)
+	path := m.suspendPath(op.JobID, m.suspendSeq.Add(1))
 	if path != "" {
 		if err := writeSuspendOp(path, op); err != nil {
 			m.log.Warn("cannot keep suspend operation on disk", "job_id", op.JobID, "error", err)
 			path = ""
 		}
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.suspendJob(context.Background(), op, path)
-	}()
+	m.queueSuspend(queuedSuspend{op: op, path: path})
 }
 
 func opName(op uint16) string {
@@ -82,12 +79,16 @@ func opName(op uint16) string {
 	return "resume"
 }
 
-func (m *Manager) suspendPath(jobID uint32) string {
+// suspendPath names one operation's file: JOBID-SEQ, where SEQ grows in
+// arrival order (and across restarts: it starts from the clock), so that
+// two operations of a job queued at once keep their own files and Recover
+// replays them in order.
+func (m *Manager) suspendPath(jobID uint32, seq uint64) string {
 	dir := m.cfg().SpoolDir
 	if dir == "" {
 		return ""
 	}
-	return filepath.Join(dir, SuspendDir, strconv.FormatUint(uint64(jobID), 10))
+	return filepath.Join(dir, SuspendDir, fmt.Sprintf("%d-%020d", jobID, seq))
 }
 
 func writeSuspendOp(path string, op suspendOp) error {
@@ -98,53 +99,50 @@ func writeSuspendOp(path string, op suspendOp) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return renameio.WriteFile(path, b, 0o600, renameio.WithTempDir(filepath.Dir(path)))
 }
 
-// lockSuspend takes the job's suspend lock (one operation per job at a
-// time, in arrival order as far as the lock goes, _get_suspend_job_lock).
-func (m *Manager) lockSuspend(ctx context.Context, jobID uint32) bool {
-	for {
-		m.mu.Lock()
-		ch, busy := m.suspending[jobID]
-		if !busy {
-			m.suspending[jobID] = make(chan struct{})
-			m.mu.Unlock()
-			return true
-		}
-		m.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
+// queuedSuspend is an operation waiting for its job's earlier ones.
+type queuedSuspend struct {
+	op   suspendOp
+	path string // its file, removed once done ("" when not on disk)
 }
 
-func (m *Manager) unlockSuspend(jobID uint32) {
+// queueSuspend appends the operation to its job's queue and starts the
+// job's worker if none runs: one operation per job at a time, in arrival
+// order (_get_suspend_job_lock).
+func (m *Manager) queueSuspend(q queuedSuspend) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if ch, ok := m.suspending[jobID]; ok {
-		close(ch)
-		delete(m.suspending, jobID)
+	pending, running := m.suspending[q.op.JobID]
+	m.suspending[q.op.JobID] = append(pending, q)
+	m.mu.Unlock()
+	if running {
+		return
 	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			m.mu.Lock()
+			pending := m.suspending[q.op.JobID]
+			if len(pending) == 0 {
+				delete(m.suspending, q.op.JobID)
+				m.mu.Unlock()
+				return
+			}
+			next := pending[0]
+			m.suspending[q.op.JobID] = pending[1:]
+			m.mu.Unlock()
+			m.suspendJob(context.Background(), next.op)
+			if next.path != "" {
+				_ = os.Remove(next.path)
+			}
+		}
+	}()
 }
 
 // suspendJob is the body of _rpc_suspend_job after the reply.
-func (m *Manager) suspendJob(ctx context.Context, op suspendOp, path string) {
-	defer func() {
-		if path != "" {
-			_ = os.Remove(path)
-		}
-	}()
-	if !m.lockSuspend(ctx, op.JobID) {
-		return
-	}
-	defer m.unlockSuspend(op.JobID)
+func (m *Manager) suspendJob(ctx context.Context, op suspendOp) {
 	start := time.Now()
 	suspending := op.Op == slurmproto.SuspendJob
 	if suspending {
@@ -224,6 +222,7 @@ func (m *Manager) resumeSuspendOps() {
 		m.log.Warn("cannot read suspend operations", "dir", dir, "error", err)
 		return
 	}
+	// ReadDir sorts by name: a job's operations come in arrival order.
 	for _, e := range ents {
 		path := filepath.Join(dir, e.Name())
 		b, err := os.ReadFile(path)
@@ -237,10 +236,6 @@ func (m *Manager) resumeSuspendOps() {
 			continue
 		}
 		m.log.Info("finishing a suspend operation of an earlier daemon", "job_id", op.JobID, "action", opName(op.Op))
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.suspendJob(context.Background(), op, path)
-		}()
+		m.queueSuspend(queuedSuspend{op: op, path: path})
 	}
 }

@@ -20,6 +20,8 @@ import (
 type fakeSteps struct {
 	mu  sync.Mutex
 	got []string
+	// hold, when set, delays every answer until it is closed.
+	hold chan struct{}
 }
 
 func (f *fakeSteps) serve(t *testing.T, spool string, id slurmproto.StepID) {
@@ -57,7 +59,11 @@ func (f *fakeSteps) serve(t *testing.T, spool string, id slurmproto.StepID) {
 					}
 					f.mu.Lock()
 					f.got = append(f.got, fmt.Sprint(id.JobID, ".", id.StepID)+" "+stepapi.Request(req).String())
+					hold := f.hold
 					f.mu.Unlock()
+					if hold != nil {
+						<-hold
+					}
 					var r stepapi.Out
 					r.Int32(0)
 					r.Int32(0)
@@ -124,8 +130,8 @@ func TestSuspend_EveryStepOfTheJob(t *testing.T) {
 		if got := f.take(); !slices.Equal(got, want) {
 			t.Errorf("op %d: steps got %q, want %q", op, got, want)
 		}
-		if _, err := os.Stat(filepath.Join(spool, SuspendDir, "7")); !os.IsNotExist(err) {
-			t.Errorf("op %d: operation file left: %v", op, err)
+		if ents, _ := os.ReadDir(filepath.Join(spool, SuspendDir)); len(ents) != 0 {
+			t.Errorf("op %d: operation files left: %v", op, ents)
 		}
 	}
 }
@@ -144,20 +150,67 @@ func TestSuspend_FinishedAfterRestart(t *testing.T) {
 	f := &fakeSteps{}
 	step0 := slurmproto.StepID{JobID: 7, StepID: 0, StepHetComp: slurmproto.NoVal}
 	f.serve(t, spool, step0)
-	path := filepath.Join(spool, SuspendDir, "7")
-	if err := writeSuspendOp(path, suspendOp{JobID: 7, Op: slurmproto.ResumeJob, CoreSpec: slurmproto.NoVal16}); err != nil {
-		t.Fatal(err)
+	// An earlier daemon's two operations: replayed in their order.
+	for seq, op := range []uint16{slurmproto.SuspendJob, slurmproto.ResumeJob} {
+		if err := writeSuspendOp(m.suspendPath(7, uint64(seq+1)), suspendOp{JobID: 7, Op: op, CoreSpec: slurmproto.NoVal16}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(spool, SuspendDir, "junk"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	m.Recover(context.Background(), false)
 	wait(t, m)
-	if got, want := f.take(), []string{fmt.Sprint(step0.JobID, ".", step0.StepID) + " REQUEST_STEP_RESUME"}; !slices.Equal(got, want) {
+	f.mu.Lock()
+	got := f.got
+	f.mu.Unlock()
+	if want := []string{"7.0 REQUEST_STEP_SUSPEND", "7.0 REQUEST_STEP_RESUME"}; !slices.Equal(got, want) {
 		t.Errorf("steps got %q, want %q", got, want)
 	}
 	ents, _ := os.ReadDir(filepath.Join(spool, SuspendDir))
 	if len(ents) != 0 {
+		t.Errorf("operation files left: %v", ents)
+	}
+}
+
+// Two operations of a job sent at once: each keeps its own file until it is
+// done (the first's end must not remove the second's), and they run one
+// after the other in arrival order.
+func TestSuspend_QueuedInOrder(t *testing.T) {
+	m, spool := suspendManager(t)
+	f := &fakeSteps{hold: make(chan struct{})}
+	f.serve(t, spool, slurmproto.StepID{JobID: 7, StepID: 0, StepHetComp: slurmproto.NoVal})
+	ops := []uint16{slurmproto.SuspendJob, slurmproto.ResumeJob, slurmproto.SuspendJob}
+	for _, op := range ops {
+		_, start := m.Suspend(&slurmproto.SuspendInt{JobID: 7, Op: op, JobCoreSpec: slurmproto.NoVal16}, 0)
+		start()
+	}
+	// The first is held at the step: all three are on disk.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		n := len(f.got)
+		f.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first operation never reached the step")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(spool, SuspendDir)); len(ents) != len(ops) {
+		t.Errorf("operation files while the first runs: %v, want %d", ents, len(ops))
+	}
+	close(f.hold)
+	wait(t, m)
+	f.mu.Lock()
+	got := f.got
+	f.mu.Unlock()
+	if want := []string{"7.0 REQUEST_STEP_SUSPEND", "7.0 REQUEST_STEP_RESUME", "7.0 REQUEST_STEP_SUSPEND"}; !slices.Equal(got, want) {
+		t.Errorf("steps got %q, want %q", got, want)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(spool, SuspendDir)); len(ents) != 0 {
 		t.Errorf("operation files left: %v", ents)
 	}
 }
