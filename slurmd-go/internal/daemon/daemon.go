@@ -12,7 +12,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"github.com/google/renameio/v2"
 	"io"
 	"os"
 	"os/signal"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/clusterauth"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/google/renameio/v2"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/google/renameio/v2"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/google/renameio/v2"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/google/renameio/v2"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/google/renameio/v2"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/google/renameio/v2"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"

@@ -174,14 +174,16 @@ func (s *Step) isSuspended() bool {
 }
 
 // clearSuspend forgets a suspension when the step is killed (after a
-// chain in progress, as _handle_terminate) or ends.
+// chain in progress, as _handle_terminate, bounded by SuspendChainTimeout)
+// or ends; later suspend requests get ESLURMD_STEP_NOTRUNNING.
 func (s *Step) clearSuspend() {
 	s.mu.Lock()
 	m := s.susp
 	s.mu.Unlock()
 	if m != nil {
-		m.Wait()
-		m.Clear()
+		ctx, cancel := context.WithTimeout(context.Background(), SuspendChainTimeout)
+		defer cancel()
+		m.Clear(ctx)
 	}
 }
 
@@ -208,6 +210,8 @@ func (s *Step) handleSuspend(op suspend.Op, uid uint32) (int32, int32) {
 		return -1, slurmproto.ESlurmdStepSuspended
 	case errors.Is(err, suspend.ErrNotSuspended):
 		return -1, slurmproto.ESlurmdStepNotSuspended
+	case errors.Is(err, suspend.ErrEnded):
+		return -1, slurmproto.ESlurmdStepNotRunning
 	case err != nil:
 		return -1, int32(syscall.EINVAL)
 	}

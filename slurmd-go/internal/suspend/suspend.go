@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/google/renameio/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -29,6 +29,8 @@ const (
 var (
 	ErrSuspended    = errors.New("suspend: step already suspended")
 	ErrNotSuspended = errors.New("suspend: step not suspended")
+	// ErrEnded: the step is being killed or has ended (Clear was called).
+	ErrEnded = errors.New("suspend: step ending")
 )
 
 // Stage is one step of a chain. An error is logged and the chain goes on,
@@ -70,6 +72,9 @@ type Machine struct {
 	// waits for the one before, so chains never overlap and run in the
 	// order they were asked for; guarded by mu.
 	last chan struct{}
+	// cleared: the step is ending; no chain starts and nothing is saved;
+	// guarded by mu.
+	cleared bool
 }
 
 // New returns a machine whose state is kept in path (none if empty). A
@@ -133,16 +138,23 @@ func (m *Machine) beginLocked(op Op) (prev, done chan struct{}) {
 // Wait returns once no chain is running: a signal or terminate request
 // waits for a suspend in progress, as slurmstepd's suspend mutex makes it
 // wait, and then sees the step suspended.
-func (m *Machine) Wait() {
+func (m *Machine) Wait() { m.waitIdle(context.Background()) }
+
+// waitIdle waits until no chain is running; false if ctx ended first.
+func (m *Machine) waitIdle(ctx context.Context) bool {
 	for {
 		m.mu.Lock()
 		if m.queued == 0 {
 			m.mu.Unlock()
-			return
+			return true
 		}
 		ch := m.idle
 		m.mu.Unlock()
-		<-ch
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -169,6 +181,10 @@ func (m *Machine) Start(ctx context.Context, op Op) <-chan error {
 	m.mu.Lock()
 	busy := m.pending
 	switch {
+	case m.cleared:
+		m.mu.Unlock()
+		res <- ErrEnded
+		return res
 	case op == OpSuspend && (busy == OpSuspend || (busy == "" && m.st.Suspended)):
 		m.mu.Unlock()
 		res <- ErrSuspended
@@ -200,7 +216,7 @@ func (m *Machine) Start(ctx context.Context, op Op) <-chan error {
 // caller's goroutine. It reports whether there was one.
 func (m *Machine) Continue(ctx context.Context) bool {
 	m.mu.Lock()
-	if !m.st.Running || m.pending != "" {
+	if !m.st.Running || m.pending != "" || m.cleared {
 		m.mu.Unlock()
 		return false
 	}
@@ -242,13 +258,15 @@ func (m *Machine) runChain(ctx context.Context, op Op, skip []string) {
 	}
 	now := time.Now()
 	m.mu.Lock()
-	switch op {
-	case OpSuspend:
+	switch {
+	case m.cleared:
+		// The step is ending: Clear's state stands.
+	case op == OpSuspend:
 		if !m.st.Suspended {
 			m.st.Since = now
 		}
 		m.st.Suspended = true
-	case OpResume:
+	case op == OpResume:
 		if m.st.Suspended && !m.st.Since.IsZero() {
 			m.st.SuspendedFor += now.Sub(m.st.Since)
 		}
@@ -265,11 +283,19 @@ func (m *Machine) runChain(ctx context.Context, op Op, skip []string) {
 }
 
 // Clear forgets the suspension (the step is being killed: SIGKILL ends
-// a stopped process too) and removes the file.
-func (m *Machine) Clear() {
+// a stopped process too) once the chains in progress have ended or ctx is
+// done, removes the file, and refuses every later chain (ErrEnded): a
+// chain still running when ctx ends saves nothing more.
+func (m *Machine) Clear(ctx context.Context) {
+	m.mu.Lock()
+	m.cleared = true
+	m.mu.Unlock()
+	if !m.waitIdle(ctx) {
+		m.log.Warn("step ends with a suspend or resume chain still running")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.st.Suspended, m.st.Since = false, time.Time{}
+	m.st.Suspended, m.st.Since, m.st.Running = false, time.Time{}, false
 	if m.path != "" {
 		if err := os.Remove(m.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("cannot remove suspend state", "path", m.path, "error", err)
@@ -280,7 +306,7 @@ func (m *Machine) Clear() {
 // saveLocked writes the state atomically (temp file and rename), so that
 // a reader never sees half a record.
 func (m *Machine) saveLocked() {
-	if m.path == "" {
+	if m.path == "" || m.cleared {
 		return
 	}
 	if err := writeAtomic(m.path, m.st); err != nil {

@@ -192,7 +192,7 @@ func TestChain_Persistence(t *testing.T) {
 	if err != nil || st.Suspended || st.Running || st.SuspendedFor < 20*time.Millisecond {
 		t.Fatalf("after resume: %+v %v", st, err)
 	}
-	m3.Clear()
+	m3.Clear(context.Background())
 	if _, err := Load(path); err == nil {
 		t.Fatal("Clear left the state file")
 	}
@@ -233,4 +233,32 @@ func TestChain_WaitSeesFinishedSuspend(t *testing.T) {
 		t.Fatal("not suspended once the chain ended")
 	}
 	<-res
+}
+
+// Clear while a chain runs: bounded by its context; the chain that ends
+// later writes no state back, and no chain starts after Clear.
+func TestClear_DuringChain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".node_7.0.suspend")
+	gate := make(chan struct{})
+	r := &recorder{block: map[string]chan struct{}{"stop": gate}}
+	m := newMachine(t, r, path)
+	res := m.Start(context.Background(), OpSuspend)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	m.Clear(ctx)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("state file after Clear: %v", err)
+	}
+	close(gate)
+	<-res
+	m.Wait()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the chain ending after Clear wrote its state back: %v", err)
+	}
+	if st := m.State(); st.Running || st.Suspended {
+		t.Fatalf("state after Clear: %+v", st)
+	}
+	if err := <-m.Start(context.Background(), OpResume); !errors.Is(err, ErrEnded) {
+		t.Fatalf("resume after Clear: %v, want ErrEnded", err)
+	}
 }
