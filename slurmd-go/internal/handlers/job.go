@@ -13,7 +13,7 @@ type Jobs interface {
 	// StartBatch goes on with an accepted launch once its answer was sent
 	// (replyErr nil) or could not be (the launch is aborted).
 	StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch, replyErr error)
-	LaunchProlog(version uint16, msg *slurmproto.LaunchProlog)
+	LaunchProlog(version uint16, raw []byte, msg *slurmproto.LaunchProlog)
 	Terminate(req *slurmproto.KillJob, uid uint32) uint32
 	Timelimit(req *slurmproto.KillJob, uid uint32)
 	Abort(req *slurmproto.KillJob, uid uint32)
@@ -77,7 +77,7 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 			return rpc.Reply{Body: resp, Copy: true}, nil
 		}},
 		slurmproto.RequestLaunchProlog: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
-			j.LaunchProlog(req.Header.Version, req.Body.(*slurmproto.LaunchProlog))
+			j.LaunchProlog(req.Header.Version, req.RawBody, req.Body.(*slurmproto.LaunchProlog))
 			return rpc.RC(0), nil
 		}},
 		slurmproto.RequestTerminateJob: {Privileged: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {

@@ -134,7 +134,8 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		return 0, false
 	}
 	spec := m.spec(stepapi.KindBatch, version, raw)
-	spec.NodeIndex = m.nodeIndex(msg.Nodes)
+	// The batch step runs on the job's first node.
+	spec.NodeIndex = max(m.nodeIndex(msg.Nodes), 0)
 	spec.UserEnv = userEnv
 	log.Info("launching batch job", "uid", msg.UID)
 	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
@@ -400,8 +401,9 @@ func requeueFlags(version uint16, rc uint32) uint32 {
 // LaunchProlog serves REQUEST_LAUNCH_PROLOG (PrologFlags=Alloc): run
 // Prolog now, start the job's extern step after it with
 // PrologFlags=Contain (req.c _rpc_prolog), and report both with
-// REQUEST_COMPLETE_PROLOG.
-func (m *Manager) LaunchProlog(version uint16, msg *slurmproto.LaunchProlog) {
+// REQUEST_COMPLETE_PROLOG. raw is the received body, which the extern
+// step decodes again.
+func (m *Manager) LaunchProlog(version uint16, raw []byte, msg *slurmproto.LaunchProlog) {
 	j, revoked := m.incarnation(msg.JobID, msg.UID, msg.GID, credTime(msg.Cred))
 	if revoked {
 		m.log.Info("job already killed, not running its prolog", "job_id", msg.JobID)
@@ -417,7 +419,7 @@ func (m *Manager) LaunchProlog(version uint16, msg *slurmproto.LaunchProlog) {
 			AliasList: msg.AliasList, SpankJobEnv: msg.SpankJobEnv, Cred: msg.Cred,
 		})
 		if rc == 0 && ranHere && m.cfg().Conf.PrologFlags&slurmconf.PrologContain != 0 {
-			rc = m.startExtern(ctx, version, msg)
+			rc = m.startExtern(ctx, version, raw, msg)
 		}
 		if m.cfg().Conf.PrologFlags&slurmconf.PrologNoHold == 0 {
 			body := &slurmproto.CompleteProlog{JobID: msg.JobID, StepID: credStep(msg.Cred), NodeName: m.cfg().NodeName, PrologRC: rc}
@@ -434,18 +436,13 @@ func (m *Manager) LaunchProlog(version uint16, msg *slurmproto.LaunchProlog) {
 
 // startExtern starts the job's extern step (_spawn_prolog_stepd): a job
 // killed meanwhile gets none, silently; a failed start fails the launch.
-func (m *Manager) startExtern(ctx context.Context, version uint16, msg *slurmproto.LaunchProlog) uint32 {
+func (m *Manager) startExtern(ctx context.Context, version uint16, raw []byte, msg *slurmproto.LaunchProlog) uint32 {
 	log := m.log.With("job_id", msg.JobID)
 	if m.revoked(msg.JobID) {
 		log.Info("job already killed, do not launch extern step")
 		return 0
 	}
-	body, err := slurmproto.EncodeBody(version, msg)
-	if err != nil {
-		log.Error("re-encode launch prolog for the extern step", "error", err)
-		return slurmproto.SlurmError
-	}
-	spec := m.spec(stepapi.KindExtern, version, body)
+	spec := m.spec(stepapi.KindExtern, version, raw)
 	spec.NodeIndex = m.nodeIndex(msg.Nodes)
 	if _, err := stepapi.Launch(ctx, m.stepdPath, spec); err != nil {
 		log.Error("extern step launch failed", "error", err)

@@ -316,14 +316,12 @@ func (m *Manager) runScripts(ctx context.Context, kind string, env []string) uin
 	return 0
 }
 
-// nodeIndex is this node's position in a job's node list.
+// nodeIndex is this node's position in a job's node list, -1 when the
+// list is unreadable or lacks the node.
 func (m *Manager) nodeIndex(nodes string) int {
 	h, err := hostlist.Parse(slurmproto.CString(nodes))
 	if err != nil {
-		return 0
+		return -1
 	}
-	if i := h.Find(m.cfg().NodeName); i >= 0 {
-		return i
-	}
-	return 0
+	return h.Find(m.cfg().NodeName)
 }

@@ -4,8 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -93,16 +91,8 @@ const stopBacklog = 16
 
 // threadGroup is the process id (Tgid) of thread tid, or tid.
 func threadGroup(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return tid
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
-			}
-		}
+	if n, err := StatusInt(tid, "Tgid"); err == nil {
+		return n
 	}
 	return tid
 }
@@ -128,6 +118,8 @@ func (r *Reaper) reapAll() {
 	for {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
+		// No __WALL: since Linux 4.7 wait4 assumes it for tracees, whose
+		// threads' stops StartTraced hands out.
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
 		if err == syscall.EINTR {
 			continue
@@ -136,11 +128,17 @@ func (r *Reaper) reapAll() {
 			return
 		}
 		e := Exit{PID: pid, Status: ws, Rusage: ru}
-		r.mu.Lock()
 		if ws.Stopped() {
+			r.mu.Lock()
 			ch, ok := r.stops[pid]
+			r.mu.Unlock()
 			if !ok {
-				ch, ok = r.stops[threadGroup(pid)]
+				// A thread of a tracee: /proc is read without the lock,
+				// which Start holds across a fork.
+				tgid := threadGroup(pid)
+				r.mu.Lock()
+				ch, ok = r.stops[tgid]
+				r.mu.Unlock()
 			}
 			if ok {
 				select {
@@ -148,9 +146,9 @@ func (r *Reaper) reapAll() {
 				default:
 				}
 			}
-			r.mu.Unlock()
 			continue
 		}
+		r.mu.Lock()
 		delete(r.stops, pid)
 		if ch, ok := r.watchers[pid]; ok {
 			delete(r.watchers, pid)

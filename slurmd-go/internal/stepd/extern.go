@@ -10,7 +10,6 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
-	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -30,12 +29,7 @@ func newExternStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step,
 	}
 	m := b.(*slurmproto.LaunchProlog)
 	id := slurmproto.StepID{JobID: m.JobID, StepID: slurmproto.StepIDExtern, StepHetComp: slurmproto.NoVal}
-	nodeID := spec.NodeIndex
-	if hl, err := hostlist.Parse(slurmproto.CString(m.Nodes)); err == nil {
-		if i := hl.Find(spec.NodeName); i >= 0 {
-			nodeID = i
-		}
-	}
+	nodeID := spec.NodeIndex // -1: the daemon found no such node in m.Nodes
 	if nodeID < 0 {
 		return nil, failSetup(slurmproto.ESlurmInvalidNodeName, "stepd: node %s is not in the job's nodes %q", spec.NodeName, m.Nodes)
 	}

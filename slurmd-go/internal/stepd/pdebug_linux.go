@@ -3,11 +3,8 @@
 package stepd
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -37,8 +34,8 @@ import (
 // them on one locked OS thread (debugThread); the helper calls TRACEME and
 // execve on one locked thread too.
 
-// DebugStopTimeout bounds the wait for a debugged task to stop at its
-// exec. Stock waits without bound; the task helper runs TaskProlog and the
+// DebugStopTimeout bounds the wait for a launch's debugged tasks to stop
+// at their exec (one bound for all of them). Stock waits without bound; the task helper runs TaskProlog and the
 // user's --task-prolog before the exec, so the bound is well above theirs.
 const DebugStopTimeout = 5 * time.Minute
 
@@ -73,8 +70,8 @@ func (e *errTaskNotStopped) Error() string { return fmt.Sprint(e.lines) }
 // exit is the task's exit channel: a task that ends instead is an error
 // whose lines are stock's. onSignal hears of each signal delivered on the
 // way.
-func traceProcess(pid int, stop, exit <-chan proc.Exit, timeout time.Duration, onSignal func(tid int, sig syscall.Signal)) (*proc.Exit, error) {
-	timer := time.NewTimer(timeout)
+func traceProcess(pid int, stop, exit <-chan proc.Exit, deadline time.Time, onSignal func(tid int, sig syscall.Signal)) (*proc.Exit, error) {
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for stopped := false; !stopped; {
 		select {
@@ -101,7 +98,7 @@ func traceProcess(pid int, stop, exit <-chan proc.Exit, timeout time.Duration, o
 			}
 			return &e, &errTaskNotStopped{lines: lines}
 		case <-timer.C:
-			return nil, fmt.Errorf("task %d did not stop at exec within %v", pid, timeout)
+			return nil, fmt.Errorf("task %d did not stop at exec within %v", pid, DebugStopTimeout)
 		}
 	}
 	// The SIGSTOP is queued while the task is still in its ptrace stop;
@@ -117,18 +114,7 @@ func traceProcess(pid int, stop, exit <-chan proc.Exit, timeout time.Duration, o
 }
 
 // tracerPid is the TracerPid of /proc/<pid>/status (_being_traced).
-func tracerPid(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(l, []byte("TracerPid:")); ok {
-			return strconv.Atoi(string(bytes.TrimSpace(v)))
-		}
-	}
-	return 0, fmt.Errorf("no TracerPid in /proc/%d/status", pid)
-}
+func tracerPid(pid int) (int, error) { return proc.StatusInt(pid, "TracerPid") }
 
 // wakeProcess is pdebug_wake_process: SIGCONT to a task stopped for a
 // debugger unless a debugger traces it now. As stock, a task whose status

@@ -76,7 +76,7 @@ func TestTraceProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	if e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(int, syscall.Signal) {}); err != nil || e != nil {
+	if e, err := traceProcess(pid, stop, exit, time.Now().Add(pdebugTestTimeout), func(int, syscall.Signal) {}); err != nil || e != nil {
 		t.Fatalf("traceProcess: %v %v", e, err)
 	}
 	waitProcState(t, pid, "T")
@@ -131,7 +131,7 @@ func TestTraceProcessSignalFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []syscall.Signal
-	if e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(_ int, sig syscall.Signal) { got = append(got, sig) }); err != nil || e != nil {
+	if e, err := traceProcess(pid, stop, exit, time.Now().Add(pdebugTestTimeout), func(_ int, sig syscall.Signal) { got = append(got, sig) }); err != nil || e != nil {
 		t.Fatalf("traceProcess: %v %v", e, err)
 	}
 	if len(got) != 1 || got[0] != syscall.SIGUSR1 {
@@ -155,7 +155,7 @@ func TestTraceProcessExited(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	e, err := traceProcess(pid, stop, exit, pdebugTestTimeout, func(int, syscall.Signal) {})
+	e, err := traceProcess(pid, stop, exit, time.Now().Add(pdebugTestTimeout), func(int, syscall.Signal) {})
 	var ns *errTaskNotStopped
 	if !errors.As(err, &ns) || e == nil {
 		t.Fatalf("traceProcess: %v %v, want errTaskNotStopped", e, err)

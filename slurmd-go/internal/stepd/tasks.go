@@ -362,11 +362,12 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 	if debug {
 		// mgr.c _fork_all_tasks: each task stopped for the debugger before
 		// srun hears of the launch; one that ends first fails the launch.
+		deadline := time.Now().Add(DebugStopTimeout)
 		for _, r := range releases {
 			onSignal := func(tid int, sig syscall.Signal) {
 				s.log.Debug("parallel debug: signal before the exec, delivered", "task", r.t.gtid, "tid", tid, "signal", sig)
 			}
-			if e, err := traceProcess(r.t.pid, r.stop, r.exit, DebugStopTimeout, onSignal); err != nil {
+			if e, err := traceProcess(r.t.pid, r.stop, r.exit, deadline, onSignal); err != nil {
 				var ns *errTaskNotStopped
 				if errors.As(err, &ns) {
 					for _, l := range ns.lines {
