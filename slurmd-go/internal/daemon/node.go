@@ -326,14 +326,9 @@ func daemonize() (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return false, err
-	}
-	defer null.Close()
 	args := append([]string{"-D"}, os.Args[1:]...)
+	// os/exec gives nil stdio /dev/null.
 	cmd := exec.Command(exe, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return false, err
