@@ -38,6 +38,7 @@ const (
 	RequestGetGR           Request = 25
 	RequestGetNSFD         Request = 26
 	RequestGetHost         Request = 27
+	RequestGetNSFDs        Request = 28   // 26.05: the namespaces to join, with their fds
 	RequestJobNotify       Request = 4022 // REQUEST_JOB_NOTIFY (a slurm_msg_type_t)
 )
 
@@ -53,7 +54,8 @@ var requestNames = map[Request]string{
 	RequestStepNodeID: "REQUEST_STEP_NODEID", RequestAddExternPID: "REQUEST_ADD_EXTERN_PID",
 	RequestX11Display: "REQUEST_X11_DISPLAY", RequestGetPW: "REQUEST_GETPW",
 	RequestGetGR: "REQUEST_GETGR", RequestGetNSFD: "REQUEST_GET_NS_FD",
-	RequestGetHost: "REQUEST_GETHOST", RequestJobNotify: "REQUEST_JOB_NOTIFY",
+	RequestGetHost: "REQUEST_GETHOST", RequestGetNSFDs: "REQUEST_GET_NS_FDS",
+	RequestJobNotify: "REQUEST_JOB_NOTIFY",
 }
 
 func (r Request) String() string {

@@ -315,6 +315,11 @@ func (s *Step) handle(req stepapi.Request, w *stepapi.Wire, c io.Writer, p peer)
 		// container_g_join_external without a job_container plugin: 0,
 		// "no namespace" (-1 made pam_slurm_adopt log stepd_get_ns_fd failed).
 		o.Int32(0)
+	case stepapi.RequestGetNSFDs:
+		// namespace_g_join_external without a namespace plugin: no fds.
+		// 26.05's pam_slurm_adopt frees its list twice when this read
+		// fails, and then hangs.
+		o.Int32(0)
 	case stepapi.RequestGetHost:
 		if _, err := w.ReadInt32(); err != nil { // mode
 			return err

@@ -283,6 +283,9 @@ func TestServer_ByteLayout(t *testing.T) {
 		ne(int32(1), int32(5), "alice", int32(1), "x", uint32(os.Getuid()), uint32(1500),
 			int32(5), "Alice", int32(11), "/home/alice", int32(9), "/bin/bash"))
 	exchange("gethost", ne(int32(27), int32(0), int32(2), "n9"), ne(int32(0)))
+	exchange("x11 display", ne(int32(23)), ne(int32(0), int32(0)))
+	exchange("namespace fd", ne(int32(26)), ne(int32(0)))
+	exchange("namespace fds (26.05)", ne(int32(28)), ne(int32(0)))
 	exchange("terminate", ne(int32(12)), ne(int32(0), int32(0)))
 	// An unknown request closes the connection.
 	if _, err := c.Write(ne(int32(3))); err != nil {
