@@ -22,6 +22,9 @@ func (d *Daemon) SetDebugLevel(level uint32) {
 	d.debug.level = int(level)
 	d.debugMu.Unlock()
 	d.log.SetLevel(logging.Level(int(level), 0))
+	if d.jobs != nil {
+		d.jobs.SetLogLevel(int(level))
+	}
 	d.log.Info("debug level set", "level", level)
 }
 
@@ -59,4 +62,7 @@ func (d *Daemon) resetDebug() {
 	d.debugMu.Lock()
 	d.debug = debugOverride{level: -1}
 	d.debugMu.Unlock()
+	if d.jobs != nil {
+		d.jobs.SetLogLevel(-1)
+	}
 }

@@ -168,6 +168,12 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 	case "select/linear":
 		selectID = slurmproto.SelectPluginLinear
 	}
+	// A step manager logs at the daemon's level (conf->debug_level, which
+	// scontrol setdebug changes).
+	level := int(c.SlurmdDebug) + cfg.Flags.Verbose
+	if l := m.logLevel.Load(); l >= 0 {
+		level = int(l)
+	}
 	return stepapi.StartSpec{
 		Kind:                          kind,
 		NodeName:                      cfg.NodeName,
@@ -194,8 +200,8 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TaskEpilog:                    c.TaskEpilog,
 		TmpFS:                         cfg.TmpFS,
 		LogFile:                       cfg.LogFile,
-		LogLevel:                      int(c.SlurmdDebug) + cfg.Flags.Verbose,
-		SyslogLevel:                   syslogLevel(c.SlurmdSyslogDebug, cfg.Flags.Foreground, int(c.SlurmdDebug)+cfg.Flags.Verbose, cfg.LogFile),
+		LogLevel:                      level,
+		SyslogLevel:                   syslogLevel(c.SlurmdSyslogDebug, cfg.Flags.Foreground, level, cfg.LogFile),
 		WorkingCluster:                workingCluster(version, c.ClusterName, ctldHost, c.SlurmctldPort, selectID),
 		TopologyAddr:                  cfg.NodeName,
 		TopologyPattern:               "node",

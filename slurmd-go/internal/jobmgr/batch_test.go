@@ -13,6 +13,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authtest"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -156,5 +157,20 @@ func TestStartBatch_TerminateEndsUserEnv(t *testing.T) {
 	}
 	if len(sent) != 0 {
 		t.Errorf("slurmctld got %v: the terminated job's launch went on", <-sent)
+	}
+}
+
+// scontrol setdebug reaches the step managers started after it, as stock's
+// conf->debug_level does; -1 goes back to SlurmdDebug.
+func TestSetLogLevel_NewStepManagers(t *testing.T) {
+	m, _ := suspendManager(t)
+	base := m.spec(stepapi.KindBatch, slurmproto.Version2205, nil).LogLevel
+	m.SetLogLevel(7)
+	if got := m.spec(stepapi.KindBatch, slurmproto.Version2205, nil).LogLevel; got != 7 {
+		t.Errorf("after SetLogLevel(7): step manager level %d", got)
+	}
+	m.SetLogLevel(-1)
+	if got := m.spec(stepapi.KindBatch, slurmproto.Version2205, nil).LogLevel; got != base {
+		t.Errorf("after SetLogLevel(-1): level %d, want SlurmdDebug's %d", got, base)
 	}
 }

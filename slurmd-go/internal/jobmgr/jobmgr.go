@@ -76,6 +76,9 @@ type Manager struct {
 	suspending map[uint32][]queuedSuspend
 	// suspendSeq numbers suspend operations' files in arrival order.
 	suspendSeq atomic.Uint64
+	// logLevel is the level scontrol setdebug gave the daemon, -1 none:
+	// step managers started from now on log at it.
+	logLevel atomic.Int32
 	// creds are the step credentials verified so far, until they expire
 	// (slurm_cred's state_list): one seen again is a replay.
 	creds        map[credKey]time.Time // guarded by mu: → expiry
@@ -128,8 +131,13 @@ func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCP
 	}
 	// Operation files sort in arrival order across restarts too.
 	m.suspendSeq.Store(uint64(time.Now().UnixNano()))
+	m.logLevel.Store(-1)
 	return m
 }
+
+// SetLogLevel sets the level of the step managers started from now on
+// (REQUEST_SET_DEBUG_LEVEL); -1 goes back to SlurmdDebug and -v.
+func (m *Manager) SetLogLevel(level int) { m.logLevel.Store(int32(level)) }
 
 // SetLibDirs sets where a launch finds the library directories that
 // sbcast/srun --send-libs made for its step. Call before serving.
