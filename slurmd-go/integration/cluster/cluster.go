@@ -715,32 +715,38 @@ func (c *Cluster) startNodeProc(t testing.TB, name string, args []string) {
 	c.waitSACKBound(t, name, from)
 }
 
-// sackBoundLine is what stock's auth/slurm logs (debug) once
-// init_sack_conmgr has bound its socket, in 24.11 and 26.05.
-const sackBoundLine = "auth/slurm: init: loaded: internal="
+// sackBoundLines: what stock logs once auth/slurm's init_sack_conmgr has
+// bound its socket: the plugin's own line (debug) where the log is open by
+// then, else slurmd's start line, which comes after every plugin's init
+// (24.11 loads auth/slurm before it opens SlurmdLogFile).
+var sackBoundLines = []string{"auth/slurm: init: loaded: internal=", "slurmd started on "}
 
-// sackBindTimeout bounds the wait for sackBoundLine; sackPoll is how often
+// sackBindTimeout bounds the wait for sackBoundLines; sackPoll is how often
 // the log is read meanwhile (short: every stock cluster start waits so).
 const (
 	sackBindTimeout = 20 * time.Second
 	sackPoll        = 50 * time.Millisecond
 )
 
-// waitSACKBound waits until name's daemon logged sackBoundLine after offset
+// waitSACKBound waits until name's daemon logged a sackBoundLines line after offset
 // from, died, or sackBindTimeout passed (then the start goes on: the level
 // may be below debug).
 func (c *Cluster) waitSACKBound(t testing.TB, name string, from int64) {
 	t.Helper()
 	deadline := time.Now().Add(sackBindTimeout)
 	for {
-		if b, err := os.ReadFile(c.NodeLog(name)); err == nil && int64(len(b)) > from && strings.Contains(string(b[from:]), sackBoundLine) {
-			return
+		if b, err := os.ReadFile(c.NodeLog(name)); err == nil && int64(len(b)) > from {
+			for _, l := range sackBoundLines {
+				if strings.Contains(string(b[from:]), l) {
+					return
+				}
+			}
 		}
 		if !c.NodeRunning(name) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Logf("cluster: %s logged no %q within %v; starting the next node anyway", name, sackBoundLine, sackBindTimeout)
+			t.Logf("cluster: %s logged none of %q within %v; starting the next node anyway", name, sackBoundLines, sackBindTimeout)
 			return
 		}
 		time.Sleep(sackPoll)
@@ -849,15 +855,22 @@ func (c *Cluster) Stop() {
 		for _, p := range nodes {
 			_ = p.signal(syscall.SIGTERM)
 		}
+		// Only slurmd-go failing to stop is a failure; the real components
+		// (slurmctld, stock slurmd) may take longer on a loaded machine and
+		// are then killed, which the log says.
 		var errs []string
 		for _, p := range nodes {
 			if err := p.stop(daemonStopTimeout); err != nil {
-				errs = append(errs, err.Error())
+				if c.Impl == ImplGo {
+					errs = append(errs, err.Error())
+				} else {
+					t.Logf("%v", err)
+				}
 			}
 		}
 		if ctld != nil {
 			if err := ctld.stop(daemonStopTimeout); err != nil {
-				errs = append(errs, err.Error())
+				t.Logf("%v", err)
 			}
 		}
 		if c.ns != nil {

@@ -14,6 +14,7 @@ type Jobs interface {
 	// (replyErr nil) or could not be (the launch is aborted).
 	StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJobLaunch, replyErr error)
 	LaunchProlog(version uint16, raw []byte, msg *slurmproto.LaunchProlog)
+	CallerID(ctx context.Context, req *slurmproto.NetworkCallerID, uid uint32, privileged bool) slurmproto.Body
 	Terminate(req *slurmproto.KillJob, uid uint32) uint32
 	Timelimit(req *slurmproto.KillJob, uid uint32)
 	Abort(req *slurmproto.KillJob, uid uint32)
@@ -71,6 +72,11 @@ func JobRoutes(j Jobs, privileged func(uid uint32) bool) rpc.Registry {
 		slurmproto.RequestJobID: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			// Open to every user, as stock: it names a job, nothing more.
 			return rpc.Reply{Body: j.PidJob(ctx, req.Body.(*slurmproto.JobIDRequest).PID), Copy: true}, nil
+		}},
+		slurmproto.RequestNetworkCallerid: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+			// Open to every user, as stock; the answer hides others' jobs.
+			resp := j.CallerID(ctx, req.Body.(*slurmproto.NetworkCallerID), req.UID, privileged(req.UID))
+			return rpc.Reply{Body: resp, Copy: true}, nil
 		}},
 		slurmproto.RequestReattachTasks: {Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 			resp := j.Reattach(ctx, req.Body.(*slurmproto.ReattachTasks), req.UID, privileged(req.UID), req.Orig)

@@ -2,9 +2,12 @@ package jobmgr
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/netip"
 	"syscall"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -61,6 +64,45 @@ func (m *Manager) PidJob(ctx context.Context, pid uint32) slurmproto.Body {
 	}
 	m.log.Trace("pid not found in any step", "pid", pid)
 	return slurmproto.ReturnCode{RC: slurmproto.ESlurmInvalidJobID}
+}
+
+// CallerID serves REQUEST_NETWORK_CALLERID (req.c _rpc_network_callerid):
+// the job whose process holds this node's end of the TCP connection
+// (pam_slurm_adopt asks it of the node an ssh connection came from). A
+// job of another user is not named to an ordinary user. Stock answers
+// with job NO_VAL, never an error code, and so does this.
+func (m *Manager) CallerID(ctx context.Context, req *slurmproto.NetworkCallerID, uid uint32, privileged bool) slurmproto.Body {
+	resp := &slurmproto.NetworkCallerIDResponse{JobID: slurmproto.NoVal, NodeName: m.cfg().NodeName}
+	n := 4
+	if req.AF == syscall.AF_INET6 {
+		n = 16
+	}
+	local := &net.TCPAddr{IP: net.IP(req.IPSrc[:n]), Port: int(req.PortSrc)}
+	remote := &net.TCPAddr{IP: net.IP(req.IPDst[:n]), Port: int(req.PortDst)}
+	log := m.log.With("local", local.String(), "remote", remote.String())
+	ino, err := proc.TCPInode(local, remote)
+	if err != nil {
+		log.Debug("network_callerid inode not found", "error", err)
+		return resp
+	}
+	pid, ok := proc.SocketOwner(ino)
+	if !ok {
+		log.Debug("network_callerid process not found", "inode", ino)
+		return resp
+	}
+	j, ok := m.PidJob(ctx, uint32(pid)).(*slurmproto.JobID)
+	if !ok {
+		log.Debug("network_callerid job not found", "pid", pid)
+		return resp
+	}
+	if !privileged {
+		if owner, known := m.jobUID(ctx, j.JobID); !known || owner != uid {
+			m.log.Error(fmt.Sprintf("Security violation, REQUEST_NETWORK_CALLERID from uid=%d", uid))
+			return resp
+		}
+	}
+	resp.JobID, resp.StepID = j.JobID, j.StepID
+	return resp
 }
 
 func (m *Manager) stepPIDs(ctx context.Context, id slurmproto.StepID, uid uint32, privileged bool) (*slurmproto.JobStepPidsResponse, uint32) {

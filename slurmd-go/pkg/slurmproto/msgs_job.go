@@ -563,6 +563,32 @@ type SuspendInt struct {
 // MsgType implements Body.
 func (SuspendInt) MsgType() MsgType { return RequestSuspendInt }
 
+// NetworkCallerID is REQUEST_NETWORK_CALLERID (pam_slurm_adopt, scontrol
+// callerid): which job holds this TCP connection. Src is this node's end,
+// Dst the asker's; addresses are in network order, 4 bytes used for
+// AF_INET (2), 16 for AF_INET6 (10).
+type NetworkCallerID struct {
+	IPSrc, IPDst     [16]byte
+	PortSrc, PortDst uint32
+	AF               uint32
+}
+
+// MsgType implements Body.
+func (NetworkCallerID) MsgType() MsgType { return RequestNetworkCallerid }
+
+// NetworkCallerIDResponse is RESPONSE_NETWORK_CALLERID: JobID NoVal when
+// no job was found (26.05, 25.11: a step id, JobID filled from it). Stock
+// never sets RC: it is 0.
+type NetworkCallerIDResponse struct {
+	JobID    uint32
+	StepID   StepID // 26.05
+	RC       uint32
+	NodeName string
+}
+
+// MsgType implements Body.
+func (NetworkCallerIDResponse) MsgType() MsgType { return ResponseNetworkCallerid }
+
 // JobIDRequest is REQUEST_JOB_ID: which job does this pid belong to.
 type JobIDRequest struct{ PID uint32 }
 
@@ -832,6 +858,46 @@ func init() {
 			}
 			m.JobID, m.StepID = unpackJobOrStep(u, v)
 			m.Op, _ = u.U16()
+			return nil
+		}))
+
+	RegisterBody(RequestNetworkCallerid, typedCodec(legacyAndSpoken,
+		func(p *Packer, _ uint16, m *NetworkCallerID) error {
+			p.Mem(m.IPSrc[:])
+			p.Mem(m.IPDst[:])
+			p.U32(m.PortSrc)
+			p.U32(m.PortDst)
+			p.U32(m.AF)
+			return nil
+		},
+		func(u *Unpacker, _ uint16, _ MsgType, m *NetworkCallerID) error {
+			for _, ip := range []*[16]byte{&m.IPSrc, &m.IPDst} {
+				b, err := u.Mem()
+				if err != nil {
+					return err
+				}
+				if len(b) > len(ip) {
+					return u.Fail(fmt.Errorf("network callerid: address of %d bytes, at most %d", len(b), len(ip)))
+				}
+				copy(ip[:], b)
+			}
+			m.PortSrc, _ = u.U32()
+			m.PortDst, _ = u.U32()
+			m.AF, _ = u.U32()
+			return nil
+		}))
+
+	RegisterBody(ResponseNetworkCallerid, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *NetworkCallerIDResponse) error {
+			jobOrStep(p, v, m.JobID, m.StepID)
+			p.U32(m.RC)
+			p.Str(m.NodeName)
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *NetworkCallerIDResponse) error {
+			m.JobID, m.StepID = unpackJobOrStep(u, v)
+			m.RC, _ = u.U32()
+			m.NodeName, _ = u.Str()
 			return nil
 		}))
 

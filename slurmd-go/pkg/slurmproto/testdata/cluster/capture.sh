@@ -11,6 +11,8 @@
 #   capture.sh negotiation PORT        22.05 slurmd -> 24.11/26.05 slurmctld; probes of
 #                                      0x2600/0x2A00/0x2D00 registrations to 22.05/24.11/26.05
 #   capture.sh bcast2205 PORT          the host's 22.05 slurmctld and slurmd, a user job's sbcast
+#   capture.sh callerid REL PORT       REL 22.05 (the host's), 24.11 or 26.05: scontrol callerid
+#                                      to n1 for a job's TCP connection and for none
 #
 # Output: /tmp/golden-<rel>-<auth>/ (slurm.conf, logs, trace-*, out/ = goldencap's
 # frames, out/*.cred-payload = the signed bytes of each job credential).
@@ -544,6 +546,51 @@ kill \$a \$b; wait" | sbatch_id)
   fi
 }
 
+# callerid REL PORT: REQUEST_NETWORK_CALLERID from REL's scontrol and n1's
+# answers, for a connection a batch job's process holds (found) and for a
+# made-up one (NO_VAL). munge; slurmctld and n1 only.
+callerid() {
+  local rel=$1
+  PORT=$2
+  D=/tmp/golden-callerid-${rel/./}
+  CONF=$D/slurm.conf
+  CLUSTER=gcid${rel/./}
+  CTLD_ROOT=$CHROOTS/$rel
+  [ "$rel" = 22.05 ] && CTLD_ROOT=/
+  local R=$CTLD_ROOT
+  [ -d "$R/usr/sbin" ] || die "no root $R for $rel"
+  rm -rf "$D"
+  mkdir -p "$D"
+  ensure_munged
+  SACK_KEY=
+  JOBACCT=jobacct_gather/none
+  CTLD_PARAMS=
+  write_conf munge no
+  start_ns "$R"
+  trap stop_all EXIT
+  daemon n1 "$R" /usr/sbin/slurmd -D -N n1 -f "$CONF"
+  daemon ctld "$R" /usr/sbin/slurmctld -D -i -f "$CONF"
+  wait_for "n1 idle" 180 nodes_idle n1
+  # The job's process connects to its own listener and writes both ports.
+  local job
+  job=$(as_root "$R" sbatch -w n1 -D "$D/work-root" -o /dev/null --wrap "python3 -c 'import socket,time
+l=socket.socket(); l.bind((\"127.0.0.1\",0)); l.listen(1)
+c=socket.create_connection(l.getsockname()); a,_=l.accept()
+open(\"conn.tmp\",\"w\").write(\"%d %d\" % (c.getsockname()[1], l.getsockname()[1]))
+import os; os.rename(\"conn.tmp\",\"conn\"); time.sleep(120)'" | sbatch_id)
+  wait_for "job $job's connection" 60 test -s "$D/work-root/conn"
+  local cport lport
+  read -r cport lport <"$D/work-root/conn"
+  as_root "$R" scontrol callerid 127.0.0.1 "$cport" 127.0.0.1 "$lport" >"$D/found.txt" 2>&1 || true
+  as_root "$R" scontrol callerid 127.0.0.1 1 127.0.0.1 2 >"$D/none.txt" 2>&1 || true
+  log "found: $(cat "$D/found.txt"); none: $(cat "$D/none.txt")"
+  as_root "$R" scancel "$job" || true
+  as_root "$R" scontrol shutdown || true
+  stop_all
+  trap - EXIT
+  cut_frames
+}
+
 # The whole command line is parsed before it runs: editing this file while a
 # capture runs cannot make bash read on at a shifted offset.
 main() {
@@ -551,6 +598,7 @@ main() {
   session) session "$2" "$3" "$4" ;;
   cross) cross "$2" ;;
   negotiation) negotiation "$2" ;;
+  callerid) callerid "$2" "$3" ;;
   bcast2205) SRUN_PORTS=${SRUN_PORTS:-$(($2 + 30))-$(($2 + 79))} bcast2205 "$2" ;;
   recut) # recut DIR: cut a session's traces again (goldencap changed)
     D=$2
