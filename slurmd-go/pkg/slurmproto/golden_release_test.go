@@ -238,3 +238,62 @@ func TestGoldenReleases_SetDebug(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenReleases_NetworkCallerID: `scontrol callerid` of 22.05.8, 24.11.5
+// and 26.05.5 to a stock n1 (testdata/cluster/capture.sh callerid), for a
+// batch job's connection (job 1; 26.05: its batch step) and a made-up one
+// (NO_VAL). The responses are what this daemon must send: re-encoded, they
+// are the same bytes.
+func TestGoldenReleases_NetworkCallerID(t *testing.T) {
+	batch := StepID{JobID: 1, StepID: StepIDBatch, StepHetComp: NoVal}
+	none := StepID{JobID: NoVal, StepID: NoVal, StepHetComp: NoVal}
+	for _, r := range []struct {
+		dir, suffix string
+		v           uint16
+	}{{".", "v2600", Version2205}, {"r2411/munge", "v2a00", Version2411}, {"r2605/munge", "v2d00", Version2605}} {
+		found := &NetworkCallerIDResponse{JobID: 1, NodeName: "n1"}
+		notFound := &NetworkCallerIDResponse{JobID: NoVal, NodeName: "n1"}
+		if r.v >= Version2605 {
+			found.StepID, notFound.StepID = batch, none
+		}
+		for _, tc := range []struct {
+			name string
+			want Body
+		}{{"network_callerid_found", found}, {"network_callerid_none", notFound}} {
+			file := filepath.Join("testdata", r.dir, tc.name+"_"+r.suffix+".bin")
+			frame, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := DecodeMessage(frame[4:])
+			if err != nil || m.Header.Version != r.v {
+				t.Fatalf("%s: %v, version 0x%04x", file, err, m.Header.Version)
+			}
+			b, err := DecodeBody(r.v, m.Header.MsgType, m.Body)
+			if err != nil || !reflect.DeepEqual(b, tc.want) {
+				t.Errorf("%s: %+v (%v), want %+v", file, b, err, tc.want)
+			}
+			if enc, err := EncodeBody(r.v, tc.want); err != nil || !bytes.Equal(enc, m.Body) {
+				t.Errorf("%s: encoded % x (%v), stock sent % x", file, enc, err, m.Body)
+			}
+		}
+		file := filepath.Join("testdata", r.dir, "network_callerid_"+r.suffix+".bin")
+		frame, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := DecodeMessage(frame[4:])
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		b, err := DecodeBody(r.v, m.Header.MsgType, m.Body)
+		req, ok := b.(*NetworkCallerID)
+		if err != nil || !ok {
+			t.Fatalf("%s: %T %v", file, b, err)
+		}
+		// scontrol fills 4 of the 16 bytes for AF_INET; the rest is its stack.
+		if req.AF != 2 || !bytes.Equal(req.IPSrc[:4], []byte{127, 0, 0, 1}) || !bytes.Equal(req.IPDst[:4], []byte{127, 0, 0, 1}) || req.PortSrc == 0 || req.PortDst == 0 {
+			t.Errorf("%s: %+v", file, req)
+		}
+	}
+}
