@@ -7,7 +7,8 @@
 #
 #   IMPL   go or stock (TIEE_SLURMD_IMPL)
 #   RUN    RELEASE/AUTH/TESTS: 22.05/munge/all, 26.05/slurm/subset, ...
-#          TESTS is "all" or "subset" (registration, batch, srun, restart, suspend, bad input and
+#          TESTS is "all" or "subset" (registration, batch, srun, restart, suspend, extern step
+#          and pam_slurm_adopt, callerid, bad input and
 #          bad tokens, 24.11 nodes under a 26.05 slurmctld)
 #
 # Logs: bin/logs/integration-RELEASE-AUTH.log (IMPL go) or
@@ -16,7 +17,7 @@
 # (default 25m, per run) are honoured.
 set -uo pipefail
 
-subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestBadInput_(DaemonKeepsServing|Tokens)|TestMixedRelease_2411NodesUnder2605)$'
+subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestExternStep|TestCallerID|TestBadInput_(DaemonKeepsServing|Tokens)|TestMixedRelease_2411NodesUnder2605)$'
 
 impl=${1:?usage: integration.sh go|stock RELEASE/AUTH/all|subset...}
 shift

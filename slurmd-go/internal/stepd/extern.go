@@ -13,9 +13,9 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// externSleep is what the extern step holds the job's container with, as
-// stock does (mgr.c _spawn_job_container: SLEEP_CMD "sleep 100000000",
-// run as root in its own session).
+// externArgv is what the extern step holds the job's container with before
+// 26.05, as stock does (mgr.c _spawn_job_container: SLEEP_CMD "sleep
+// 100000000", run as root in its own session).
 var externArgv = []string{"/bin/sleep", "100000000"}
 
 // newExternStep prepares the job's extern step (PrologFlags=Contain) from
@@ -41,8 +41,9 @@ func newExternStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step,
 		uid:     m.UID, gid: m.GID,
 		cwd: slurmproto.CString(m.WorkDir),
 		// The task is never forked: its pid stays -1 (stock's task info).
-		tasks:   []*stepTask{{ltid: 0, gtid: uint32(nodeID), pid: -1}},
-		adopted: map[int]bool{},
+		tasks:        []*stepTask{{ltid: 0, gtid: uint32(nodeID), pid: -1}},
+		adopted:      map[int]bool{},
+		externKilled: make(chan struct{}),
 	}
 	s.log = log.With("job_id", m.JobID, "step_id", "extern")
 	s.userName = slurmproto.CString(m.UserName)
@@ -75,6 +76,17 @@ func (s *Step) runExtern() {
 	s.reaper = proc.NewReaper()
 	defer s.reaper.Stop()
 	s.makeCgroup()
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		// 26.05 holds no process: the step runs until it is killed
+		// (mgr.c waits for SLURMSTEPD_STEP_CANCELLED), and listpids shows
+		// only what joined it.
+		s.setState(stepapi.StateRunning)
+		s.log.Info("extern step running")
+		<-s.externKilled
+		s.setState(stepapi.StateEnding)
+		s.finishExtern()
+		return
+	}
 
 	cmd := exec.Command(externArgv[0], externArgv[1:]...)
 	cmd.Args[0] = "sleep"

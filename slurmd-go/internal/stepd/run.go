@@ -487,6 +487,10 @@ func (s *Step) hasPID(pid int) bool {
 // resumes the step on SIGCONT), so that scancel of a suspended job gets its
 // SIGTERM through.
 func (s *Step) signalContainer(sig syscall.Signal) error {
+	if s.prolog != nil && (sig == syscall.SIGKILL || sig == syscall.SIGTERM) {
+		// _handle_signal_container: either cancels the step.
+		s.externKill.Do(func() { close(s.externKilled) })
+	}
 	if s.prolog != nil && sig != syscall.SIGKILL {
 		// Stock's proctrack (cgroup: only the step manager's children
 		// unless SIGKILL; pgid: the holder's group) never signals an

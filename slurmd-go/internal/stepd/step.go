@@ -89,6 +89,10 @@ type Step struct {
 	// adopted are the pids REQUEST_ADD_EXTERN_PID added to the extern
 	// step (pam_slurm_adopt's logins); guarded by mu.
 	adopted map[int]bool
+	// externKilled is closed (once, externKill) when the extern step is
+	// killed: what a 26.05 extern step, which holds no process, waits for.
+	externKilled chan struct{}
+	externKill   sync.Once
 }
 
 // setupError is a setup failure with the rc the step manager reports.
