@@ -380,7 +380,7 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 		return
 	}
 	// 26.05 names the job by the failed launch's step id.
-	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: requeueFlags(m.protocol(), rc)}
+	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: requeueFlags(m.protocol(), rc, m.cfg().Conf.SchedulerParameters)}
 	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
 	defer cancel()
 	reply, err := m.ctld.Call(cctx, req, authUIDAny)
@@ -394,10 +394,19 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 }
 
 // requeueFlags are the flags of the REQUEST_JOB_REQUEUE that reports a
-// failed batch launch; 26.05 marks a failed login environment
-// (_launch_job_fail: "user env retrieval failed requeued held").
-func requeueFlags(version uint16, rc uint32) uint32 {
-	f := jobRequeueHold | jobLaunchFailed
+// failed batch launch (_launch_job_fail). 22.05 holds the job itself
+// unless SchedulerParameters has nohold_on_prolog_fail (then JOB_PENDING,
+// 0); from 24.11 slurmctld decides and the node sends JOB_LAUNCH_FAILED
+// alone; 26.05 marks a failed login environment ("user env retrieval
+// failed requeued held").
+func requeueFlags(version uint16, rc uint32, schedParams string) uint32 {
+	if version < slurmproto.Version2411 {
+		if strings.Contains(strings.ToLower(schedParams), "nohold_on_prolog_fail") {
+			return 0
+		}
+		return jobRequeueHold | jobLaunchFailed
+	}
+	f := jobLaunchFailed
 	if version >= slurmproto.Version2605 && rc == slurmproto.ESlurmdSetupEnvironmentError {
 		f |= jobGetenvFailed
 	}

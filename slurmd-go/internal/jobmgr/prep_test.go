@@ -158,16 +158,19 @@ func TestRequeueFlags(t *testing.T) {
 	cases := []struct {
 		version uint16
 		rc      uint32
+		sched   string
 		want    uint32
 	}{
-		{slurmproto.Version2205, slurmproto.ESlurmdSetupEnvironmentError, jobRequeueHold | jobLaunchFailed},
-		{slurmproto.Version2411, slurmproto.ESlurmdPrologFailed, jobRequeueHold | jobLaunchFailed},
-		{slurmproto.Version2605, slurmproto.ESlurmdPrologFailed, jobRequeueHold | jobLaunchFailed},
-		{slurmproto.Version2605, slurmproto.ESlurmdSetupEnvironmentError, jobRequeueHold | jobLaunchFailed | jobGetenvFailed},
+		{slurmproto.Version2205, slurmproto.ESlurmdSetupEnvironmentError, "", jobRequeueHold | jobLaunchFailed},
+		{slurmproto.Version2205, slurmproto.ESlurmdPrologFailed, "bf_interval=30,NOHOLD_ON_PROLOG_FAIL", 0},
+		{slurmproto.Version2411, slurmproto.ESlurmdPrologFailed, "", jobLaunchFailed},
+		{slurmproto.Version2411, slurmproto.ESlurmdSetupEnvironmentError, "nohold_on_prolog_fail", jobLaunchFailed},
+		{slurmproto.Version2605, slurmproto.ESlurmdPrologFailed, "", jobLaunchFailed},
+		{slurmproto.Version2605, slurmproto.ESlurmdSetupEnvironmentError, "", jobLaunchFailed | jobGetenvFailed},
 	}
 	for _, tc := range cases {
-		if got := requeueFlags(tc.version, tc.rc); got != tc.want {
-			t.Errorf("requeueFlags(0x%04x, %d) = %#x, want %#x", tc.version, tc.rc, got, tc.want)
+		if got := requeueFlags(tc.version, tc.rc, tc.sched); got != tc.want {
+			t.Errorf("requeueFlags(0x%04x, %d, %q) = %#x, want %#x", tc.version, tc.rc, tc.sched, got, tc.want)
 		}
 	}
 }
