@@ -2,11 +2,12 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/spawn"
 )
 
 // Named timeouts: every wait in the harness is bounded by one of these.
@@ -734,10 +737,15 @@ const (
 func (c *Cluster) waitSACKBound(t testing.TB, name string, from int64) {
 	t.Helper()
 	deadline := time.Now().Add(sackBindTimeout)
+	var logged []byte // the log from offset from on, read as it grows
 	for {
-		if b, err := os.ReadFile(c.NodeLog(name)); err == nil && int64(len(b)) > from {
+		if f, err := os.Open(c.NodeLog(name)); err == nil {
+			if b, err := io.ReadAll(io.NewSectionReader(f, from+int64(len(logged)), 1<<30)); err == nil {
+				logged = append(logged, b...)
+			}
+			f.Close()
 			for _, l := range sackBoundLines {
-				if strings.Contains(string(b[from:]), l) {
+				if bytes.Contains(logged, []byte(l)) {
 					return
 				}
 			}
