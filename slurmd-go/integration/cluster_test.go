@@ -10,6 +10,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -506,6 +507,10 @@ func keys(m map[string]bool) []string {
 // level, as `scontrol show slurmd` reports it, and its DebugFlags, with
 // stock's log line; an ordinary user is refused. The level goes back to
 // debug2 for the tests after it.
+// debugLineRe matches a debug or trace line of the node log: stock's
+// "[time] debug2: ..." and slurmd-go's "time [DEBUG] ...".
+var debugLineRe = regexp.MustCompile(`\] debug|\[(DEBUG|TRACE)\]`)
+
 func testSetDebug(t *testing.T, c *cluster.Cluster) {
 	n := c.NodeNames()[0]
 	if c.ProtocolVersion < slurmproto.Version2411 {
@@ -537,4 +542,21 @@ func testSetDebug(t *testing.T, c *cluster.Cluster) {
 	if got := c.ShowSlurmd(t, "", n)["Slurmd Debug"]; got != "6" {
 		t.Errorf("%s: Slurmd Debug %q after an ordinary user's setdebug, want 6", n, got)
 	}
+	// The level reaches the step managers started after it (slurmd hands its
+	// debug_level to slurmstepd): at info, neither the daemon nor a new job's
+	// step manager writes a debug line (at SlurmdDebug=debug2 both do).
+	c.MustRun(t, "", "scontrol", "setdebug", "info", "nodes="+n)
+	from := len(readFileQuiet(c.NodeLog(n)))
+	id := c.Sbatch(t, "root", "#!/bin/sh\necho ran\n", "-w", n, "-N1", "-o", "/dev/null")
+	c.WaitJob(t, id, shortJobTimeout, "COMPLETED")
+	var debug []string
+	for _, l := range strings.Split(readFileQuiet(c.NodeLog(n))[from:], "\n") {
+		if debugLineRe.MatchString(l) {
+			debug = append(debug, l)
+		}
+	}
+	if len(debug) > 0 {
+		t.Errorf("%s: after setdebug info, job %s's run logged %d debug lines, first %q", n, id, len(debug), debug[0])
+	}
+	c.MustRun(t, "", "scontrol", "setdebug", "debug2", "nodes="+n)
 }
