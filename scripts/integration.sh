@@ -17,7 +17,7 @@
 # (default 25m, per run) are honoured.
 set -uo pipefail
 
-subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestGangScheduling|TestExternStep|TestCallerID|TestBadInput_(DaemonKeepsServing|Tokens)|TestMixedRelease_2411NodesUnder2605)$'
+subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestGangScheduling|TestExternStep|TestCallerID|TestLaunchFailed_NoRequeue|TestBadInput_(DaemonKeepsServing|Tokens)|TestMixedRelease_2411NodesUnder2605)$'
 
 impl=${1:?usage: integration.sh go|stock RELEASE/AUTH/all|subset...}
 shift

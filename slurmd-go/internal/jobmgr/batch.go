@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
@@ -20,6 +22,8 @@ const (
 	jobLaunchFailed uint32 = 1 << 8
 	jobGetenvFailed uint32 = 1 << 9 // 26.05: the held job's reason names the user environment
 	jobRequeueHold  uint32 = 1 << 11
+	// killArrayTask is KILL_ARRAY_TASK (24.11 on) of REQUEST_KILL_JOB.
+	killArrayTask uint16 = 1 << 1
 )
 
 // AcceptBatch does the checks slurmd makes before it answers a batch
@@ -388,8 +392,31 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 		m.log.Error("cannot requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(rc), "error", err)
 		return
 	}
-	if r, ok := reply.(*slurmproto.ReturnCode); ok && r.RC != 0 {
+	r, ok := reply.(*slurmproto.ReturnCode)
+	if !ok || r.RC == 0 {
+		return
+	}
+	if r.RC != slurmproto.ESlurmDisabled && r.RC != slurmproto.ESlurmBatchOnly {
 		m.log.Error("slurmctld refused to requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(r.RC))
+		return
+	}
+	// Not requeueable (--no-requeue, JobRequeue=0): the job is cancelled,
+	// with a line in its output when the prolog failed, as stock.
+	m.log.Info(fmt.Sprintf("Could not launch job %d and not able to requeue it, cancelling job", jobID))
+	if rc == slurmproto.ESlurmdPrologFailed {
+		note := &slurmproto.JobNotify{StepID: slurmproto.StepID{JobID: jobID, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal},
+			Message: "Prolog failure on node " + m.cfg().NodeName}
+		if _, err := m.ctld.Call(cctx, note, authUIDAny); err != nil {
+			m.log.Error("cannot notify job of its prolog failure", "job_id", jobID, "error", err)
+		}
+	}
+	kill := &slurmproto.KillJobRequest{StepID: slurmproto.StepID{JobID: slurmproto.NoVal, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal},
+		SJobID: strconv.FormatUint(uint64(jobID), 10), Signal: uint16(syscall.SIGKILL)}
+	if m.protocol() >= slurmproto.Version2411 {
+		kill.Flags = killArrayTask // this task of an array job only
+	}
+	if _, err := m.ctld.Call(cctx, kill, authUIDAny); err != nil {
+		m.log.Error("cannot cancel job after launch failure", "job_id", jobID, "error", err)
 	}
 }
 

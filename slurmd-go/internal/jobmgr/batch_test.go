@@ -37,6 +37,12 @@ func (r *recordingRegistrar) TRES() []slurmproto.TRESRec { return nil }
 // until a test writes it.
 func batchManager(t *testing.T) (m *Manager, sent <-chan slurmproto.Body, reg *recordingRegistrar, dir string) {
 	t.Helper()
+	return batchManagerRC(t, nil)
+}
+
+// batchManagerRC is batchManager whose slurmctld answers with rcFor's codes.
+func batchManagerRC(t *testing.T, rcFor func(slurmproto.Body) uint32) (m *Manager, sent <-chan slurmproto.Body, reg *recordingRegistrar, dir string) {
+	t.Helper()
 	dir = t.TempDir()
 	p := filepath.Join(dir, "slurm.conf")
 	body := "ClusterName=c1\nSlurmctldHost=ctl\nSlurmUser=root\nNodeName=n[1-3] CPUs=1\n"
@@ -52,7 +58,7 @@ func batchManager(t *testing.T) (m *Manager, sent <-chan slurmproto.Body, reg *r
 		t.Fatal(err)
 	}
 	a := authtest.New(0, 0)
-	addr, sent := fakeCtld(t, a)
+	addr, sent := fakeCtldRC(t, a, rcFor)
 	cl := ctld.New(a, func() ctld.Config { return ctld.Config{Hosts: []string{addr}, MessageTimeout: 5 * time.Second} }, hclog.NewNullLogger())
 	cl.Pin(slurmproto.Version2205)
 	reg = &recordingRegistrar{}
@@ -172,5 +178,33 @@ func TestSetLogLevel_NewStepManagers(t *testing.T) {
 	m.SetLogLevel(-1)
 	if got := m.spec(stepapi.KindBatch, slurmproto.Version2205, nil).LogLevel; got != base {
 		t.Errorf("after SetLogLevel(-1): level %d, want SlurmdDebug's %d", got, base)
+	}
+}
+
+// A job slurmctld will not requeue (ESLURM_DISABLED: --no-requeue) after a
+// failed prolog is told so and cancelled, as _launch_job_fail does: a
+// REQUEST_JOB_NOTIFY "Prolog failure on node n2", then REQUEST_KILL_JOB
+// (SIGKILL, by its string id).
+func TestLaunchFailed_NotRequeueable(t *testing.T) {
+	m, sent, _, _ := batchManagerRC(t, func(b slurmproto.Body) uint32 {
+		if _, ok := b.(*slurmproto.JobRequeue); ok {
+			return slurmproto.ESlurmDisabled
+		}
+		return 0
+	})
+	m.launchFailed(context.Background(), 4243, slurmproto.StepID{JobID: 4243, StepID: slurmproto.StepIDBatch}, slurmproto.ESlurmdPrologFailed)
+	var got []slurmproto.Body
+	for len(sent) > 0 {
+		got = append(got, <-sent)
+	}
+	if len(got) != 3 {
+		t.Fatalf("slurmctld got %v, want requeue, notify, kill", got)
+	}
+	if n, ok := got[1].(*slurmproto.JobNotify); !ok || n.StepID.JobID != 4243 || n.Message != "Prolog failure on node n2" {
+		t.Errorf("second request %+v, want the prolog failure notice", got[1])
+	}
+	want := &slurmproto.KillJobRequest{StepID: slurmproto.StepID{JobID: slurmproto.NoVal, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal}, SJobID: "4243", Signal: 9}
+	if k, ok := got[2].(*slurmproto.KillJobRequest); !ok || *k != *want {
+		t.Errorf("third request %+v, want %+v", got[2], want)
 	}
 }

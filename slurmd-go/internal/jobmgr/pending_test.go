@@ -22,6 +22,13 @@ import (
 // client negotiates the version with.
 func fakeCtld(t *testing.T, a auth.Authenticator) (addr string, got <-chan slurmproto.Body) {
 	t.Helper()
+	return fakeCtldRC(t, a, nil)
+}
+
+// fakeCtldRC is fakeCtld whose answer to each request is rcFor's code (nil:
+// always 0).
+func fakeCtldRC(t *testing.T, a auth.Authenticator, rcFor func(slurmproto.Body) uint32) (addr string, got <-chan slurmproto.Body) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,11 @@ func fakeCtld(t *testing.T, a auth.Authenticator) (addr string, got <-chan slurm
 				if msg.Header.MsgType != slurmproto.RequestPing {
 					ch <- body
 				}
-				reply, _ := slurmproto.EncodeBody(msg.Header.Version, &slurmproto.ReturnCode{})
+				var rc uint32
+				if rcFor != nil {
+					rc = rcFor(body)
+				}
+				reply, _ := slurmproto.EncodeBody(msg.Header.Version, &slurmproto.ReturnCode{RC: rc})
 				cred, _ := a.Encode(context.Background(), auth.Payload(msg.Header.Version, uint16(slurmproto.ResponseSlurmRC), reply, auth.HashK12), auth.UIDAny)
 				h := slurmproto.Header{Version: msg.Header.Version, MsgType: slurmproto.ResponseSlurmRC}
 				_, _ = c.Write(slurmproto.EncodeMessage(h, slurmproto.AuthBlock{PluginID: slurmproto.AuthPluginMunge, Cred: cred}, reply))

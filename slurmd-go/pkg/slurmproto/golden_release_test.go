@@ -297,3 +297,31 @@ func TestGoldenReleases_NetworkCallerID(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenReleases_KillJob: REQUEST_KILL_JOB as `scancel 1` of 22.05.8,
+// 24.11.5 and 26.05.5 sent it (capture.sh callerid): the job by its string
+// id, SIGKILL, no flags. slurmd-go sends the same message when slurmctld
+// refuses to requeue a job whose launch failed; re-encoded, the same bytes.
+func TestGoldenReleases_KillJob(t *testing.T) {
+	want := &KillJobRequest{StepID: StepID{JobID: NoVal, StepID: NoVal, StepHetComp: NoVal}, SJobID: "1", Signal: 9}
+	for _, r := range []struct {
+		file string
+		v    uint16
+	}{{"kill_job_scancel_v2600.bin", Version2205}, {"r2411/munge/kill_job_scancel_v2a00.bin", Version2411}, {"r2605/munge/kill_job_scancel_v2d00.bin", Version2605}} {
+		frame, err := os.ReadFile(filepath.Join("testdata", r.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := DecodeMessage(frame[4:])
+		if err != nil || m.Header.Version != r.v {
+			t.Fatalf("%s: %v, version 0x%04x", r.file, err, m.Header.Version)
+		}
+		b, err := DecodeBody(r.v, m.Header.MsgType, m.Body)
+		if err != nil || !reflect.DeepEqual(b, want) {
+			t.Errorf("%s: %+v (%v), want %+v", r.file, b, err, want)
+		}
+		if enc, err := EncodeBody(r.v, want); err != nil || !bytes.Equal(enc, m.Body) {
+			t.Errorf("%s: encoded % x (%v), scancel sent % x", r.file, enc, err, m.Body)
+		}
+	}
+}

@@ -563,6 +563,19 @@ type SuspendInt struct {
 // MsgType implements Body.
 func (SuspendInt) MsgType() MsgType { return RequestSuspendInt }
 
+// KillJobRequest is REQUEST_KILL_JOB (slurm_kill_job, scancel): signal a
+// job, named by SJobID ("1234"; StepID all NO_VAL) or by StepID.
+type KillJobRequest struct {
+	StepID  StepID
+	SJobID  string
+	Sibling string
+	Signal  uint16
+	Flags   uint16 // KILL_JOB_BATCH, KILL_ARRAY_TASK (24.11 on), ...
+}
+
+// MsgType implements Body.
+func (KillJobRequest) MsgType() MsgType { return RequestKillJob }
+
 // NetworkCallerID is REQUEST_NETWORK_CALLERID (pam_slurm_adopt, scontrol
 // callerid): which job holds this TCP connection. Src is this node's end,
 // Dst the asker's; addresses are in network order, 4 bytes used for
@@ -858,6 +871,24 @@ func init() {
 			}
 			m.JobID, m.StepID = unpackJobOrStep(u, v)
 			m.Op, _ = u.U16()
+			return nil
+		}))
+
+	RegisterBody(RequestKillJob, typedCodec(legacyAndSpoken,
+		func(p *Packer, v uint16, m *KillJobRequest) error {
+			p.StepID(v, m.StepID)
+			p.Str(m.SJobID)
+			p.Str(m.Sibling)
+			p.U16(m.Signal)
+			p.U16(m.Flags)
+			return nil
+		},
+		func(u *Unpacker, v uint16, _ MsgType, m *KillJobRequest) error {
+			m.StepID, _ = u.StepID(v)
+			m.SJobID, _ = u.Str()
+			m.Sibling, _ = u.Str()
+			m.Signal, _ = u.U16()
+			m.Flags, _ = u.U16()
 			return nil
 		}))
 
