@@ -8,6 +8,8 @@
 // job is seen SUSPENDED (squeue) with its script stopped (state T or D) while the
 // other runs and counts on, and each is later seen running and counting again.
 // Timing differs between runs, so the comparison is of what happened, not of when.
+// Then both jobs are cancelled, one of them most likely suspended: both scripts
+// must be gone (a frozen task cannot die until its step is thawed).
 package integration
 
 import (
@@ -71,7 +73,6 @@ func runGang(t *testing.T, c *cluster.Cluster) {
 		dir := c.WorkDir(t, "root", "gang", strconv.Itoa(i))
 		id := c.SbatchIn(t, "root", dir, gangScript, "-p", "gang", "-N1", "-n", strconv.Itoa(c.HW.CPUs), "--mem=64", "-o", "/dev/null")
 		jobs[i] = &gangJob{id: id, dir: dir}
-		defer c.Run(t, "root", "scancel", id)
 	}
 	count := func(j *gangJob) int {
 		b, _ := os.ReadFile(filepath.Join(j.dir, "count"))
@@ -114,4 +115,22 @@ func runGang(t *testing.T, c *cluster.Cluster) {
 		return done, fmt.Sprintf("states %v, jobs %+v %+v", st, *jobs[0], *jobs[1])
 	})
 	t.Logf("%s: %s", c.Impl, strings.Join(seen, "; "))
+	// Cancelled while the gang scheduler has one of them suspended (frozen
+	// under proctrack/cgroup): both scripts die with their jobs, none is
+	// left stopped on the node.
+	var pids []string
+	for _, j := range jobs {
+		b, _ := os.ReadFile(filepath.Join(j.dir, "pid"))
+		pids = append(pids, strings.TrimSpace(string(b)))
+	}
+	c.MustRun(t, "", "scancel", jobs[0].id, jobs[1].id)
+	c.WaitFor(t, "both gang jobs' scripts gone after scancel", gangTimeout, func() (bool, string) {
+		var alive []string
+		for _, p := range pids {
+			if st := procState(p); st != "" && st != "Z" {
+				alive = append(alive, p+":"+st)
+			}
+		}
+		return len(alive) == 0, strings.Join(alive, " ")
+	})
 }

@@ -259,7 +259,15 @@ func (m *Manager) jobUID(ctx context.Context, jobID uint32) (uint32, bool) {
 // KILL_FULL_JOB flags select the batch step alone (its manager handles the
 // rest). It returns how many steps took the signal.
 func (m *Manager) signalSteps(ctx context.Context, jobID uint32, sig uint16, flags uint16, details string, batch bool, uid uint32) int {
+	n, _ := m.signalStepsSuspended(ctx, jobID, sig, flags, details, batch, uid)
+	return n
+}
+
+// signalStepsSuspended is signalSteps that also says whether a step refused
+// the signal as suspended (ESLURMD_STEP_SUSPENDED).
+func (m *Manager) signalStepsSuspended(ctx context.Context, jobID uint32, sig uint16, flags uint16, details string, batch bool, uid uint32) (int, bool) {
 	allSteps, batchStep := true, batch
+	suspended := false
 	if flags&(slurmproto.KillJobBatch|slurmproto.KillFullJob) != 0 {
 		allSteps, batchStep = false, true
 	}
@@ -273,12 +281,16 @@ func (m *Manager) signalSteps(ctx context.Context, jobID uint32, sig uint16, fla
 			return c.SignalContainer(ctx, int(sig), int(flags), details, uid)
 		})
 		if err != nil {
+			var se *stepapi.StepError
+			if errors.As(err, &se) && se.Errno == slurmproto.ESlurmdStepSuspended {
+				suspended = true
+			}
 			m.log.Debug("signal failed", "job_id", jobID, "step_id", ref.StepID.StepID, "signal", sig, "error", err)
 			continue
 		}
 		n++
 	}
-	return n
+	return n, suspended
 }
 
 // retry sends body to slurmctld until it answers rc 0 (or one of ok), on

@@ -102,7 +102,8 @@ func (m *Manager) launching(jobID uint32) bool {
 	return j != nil && j.launching > 0
 }
 
-// firstSignals logs why the job ends into its steps, then SIGCONT and SIGTERM.
+// firstSignals logs why the job ends into its steps, then SIGCONT and
+// SIGTERM (a suspended job is terminated at once).
 func (m *Manager) firstSignals(ctx context.Context, req *slurmproto.KillJob, uid uint32) int {
 	id := req.StepID.JobID
 	switch req.JobState & jobStateBase {
@@ -113,7 +114,13 @@ func (m *Manager) firstSignals(ctx context.Context, req *slurmproto.KillJob, uid
 	case jobStateFailed:
 		m.signalSteps(ctx, id, slurmproto.SigFailure, 0, req.Details, true, uid)
 	}
-	m.signalSteps(ctx, id, uint16(sigCONT), 0, req.Details, true, uid)
+	if _, suspended := m.signalStepsSuspended(ctx, id, uint16(sigCONT), 0, req.Details, true, uid); suspended {
+		// _rpc_terminate_job: a suspended job gets no "nice" termination,
+		// and its steps would refuse SIGTERM: REQUEST_STEP_TERMINATE
+		// resumes and kills them.
+		m.log.Debug("Job is currently suspended, terminating", "job_id", id)
+		return m.terminateSteps(ctx, id)
+	}
 	return m.signalSteps(ctx, id, uint16(sigTERM), 0, req.Details, true, uid)
 }
 

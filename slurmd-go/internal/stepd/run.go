@@ -504,6 +504,10 @@ func (s *Step) signalContainer(sig syscall.Signal) error {
 		return proc.Signal([]int{pid}, sig)
 	}
 	if sig == syscall.SIGKILL && s.cg != nil {
+		// proctrack/cgroup resumes a frozen step before SIGKILL: a frozen
+		// task cannot die, and would outlive its step (a job cancelled
+		// while gang scheduling had it suspended).
+		s.thaw()
 		_ = s.cg.Kill()
 	}
 	err := proc.Signal(s.containerPIDs(), sig)
