@@ -91,10 +91,19 @@ func TestSlurm_VerifiesTokenAndHash(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.Requests != 1 || st.DecodeNS <= 0 || st.EncodeNS != 0 {
+	// The server counts a reply once its write returned, which may be after
+	// the client read it: wait for the count.
+	st := s.Stats()
+	for deadline := time.Now().Add(statsSettle); st.Requests != 1 && time.Now().Before(deadline); st = s.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	if st.Requests != 1 || st.DecodeNS <= 0 || st.EncodeNS != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// statsSettle bounds the wait for a served request to show in Stats.
+const statsSettle = 5 * time.Second
 
 // At 24.11 the no-auth server's canned reply needs no credential; at 22.05 it is signed.
 func TestNoAuth_CannedReplyPerRelease(t *testing.T) {
