@@ -385,9 +385,13 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	}
 	// 26.05 names the job by the failed launch's step id.
 	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: requeueFlags(m.protocol(), rc, m.cfg().Conf.SchedulerParameters)}
-	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
-	defer cancel()
-	reply, err := m.ctld.Call(cctx, req, authUIDAny)
+	// Each request has its own bound, as each of stock's RPCs.
+	call := func(body slurmproto.Body) (slurmproto.Body, error) {
+		cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
+		defer cancel()
+		return m.ctld.Call(cctx, body, authUIDAny)
+	}
+	reply, err := call(req)
 	if err != nil {
 		m.log.Error("cannot requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(rc), "error", err)
 		return
@@ -406,7 +410,7 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	if rc == slurmproto.ESlurmdPrologFailed {
 		note := &slurmproto.JobNotify{StepID: slurmproto.StepID{JobID: jobID, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal},
 			Message: "Prolog failure on node " + m.cfg().NodeName}
-		if _, err := m.ctld.Call(cctx, note, authUIDAny); err != nil {
+		if _, err := call(note); err != nil {
 			m.log.Error("cannot notify job of its prolog failure", "job_id", jobID, "error", err)
 		}
 	}
@@ -415,7 +419,7 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	if m.protocol() >= slurmproto.Version2411 {
 		kill.Flags = killArrayTask // this task of an array job only
 	}
-	if _, err := m.ctld.Call(cctx, kill, authUIDAny); err != nil {
+	if _, err := call(kill); err != nil {
 		m.log.Error("cannot cancel job after launch failure", "job_id", jobID, "error", err)
 	}
 }

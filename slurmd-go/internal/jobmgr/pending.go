@@ -93,7 +93,9 @@ func (m *Manager) resendPending() {
 	}
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if strings.HasSuffix(e.Name(), ".tmp") {
+		if strings.HasPrefix(e.Name(), ".") || strings.HasSuffix(e.Name(), ".tmp") {
+			// A write cut short: renameio's temporary file (".<name>…"),
+			// or an older daemon's "<name>.tmp".
 			_ = os.Remove(path)
 			continue
 		}

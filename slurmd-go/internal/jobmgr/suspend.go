@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,14 +64,15 @@ func (m *Manager) Suspend(req *slurmproto.SuspendInt, uid uint32) (uint32, func(
 
 func (m *Manager) startSuspend(op suspendOp, uid uint32) {
 	m.log.Debug("suspend request", "job_id", op.JobID, "uid", uid, "action", opName(op.Op))
-	path := m.suspendPath(op.JobID, m.suspendSeq.Add(1))
-	if path != "" {
-		if err := writeSuspendOp(path, op); err != nil {
+	// Queued first, in arrival order; the worker waits for the file, which
+	// is written (with an fsync) outside the lock.
+	q := m.queueSuspend(queuedSuspend{op: op, ready: make(chan struct{})}, true)
+	if q.path != "" {
+		if err := writeSuspendOp(q.path, op); err != nil {
 			m.log.Warn("cannot keep suspend operation on disk", "job_id", op.JobID, "error", err)
-			path = ""
 		}
 	}
-	m.queueSuspend(queuedSuspend{op: op, path: path})
+	close(q.ready)
 }
 
 func opName(op uint16) string {
@@ -105,20 +107,25 @@ func writeSuspendOp(path string, op suspendOp) error {
 
 // queuedSuspend is an operation waiting for its job's earlier ones.
 type queuedSuspend struct {
-	op   suspendOp
-	path string // its file, removed once done ("" when not on disk)
+	op    suspendOp
+	path  string        // its file, removed once done ("" when not on disk)
+	ready chan struct{} // closed once the file is written (or failed)
 }
 
 // queueSuspend appends the operation to its job's queue and starts the
 // job's worker if none runs: one operation per job at a time, in arrival
-// order (_get_suspend_job_lock).
-func (m *Manager) queueSuspend(q queuedSuspend) {
+// order (_get_suspend_job_lock). With name set, the operation's file name
+// is drawn under the same lock, so that the files sort in queue order.
+func (m *Manager) queueSuspend(q queuedSuspend, name bool) queuedSuspend {
 	m.mu.Lock()
+	if name {
+		q.path = m.suspendPath(q.op.JobID, m.suspendSeq.Add(1))
+	}
 	pending, running := m.suspending[q.op.JobID]
 	m.suspending[q.op.JobID] = append(pending, q)
 	m.mu.Unlock()
 	if running {
-		return
+		return q
 	}
 	m.wg.Add(1)
 	go func() {
@@ -134,12 +141,14 @@ func (m *Manager) queueSuspend(q queuedSuspend) {
 			next := pending[0]
 			m.suspending[q.op.JobID] = pending[1:]
 			m.mu.Unlock()
+			<-next.ready
 			m.suspendJob(context.Background(), next.op)
 			if next.path != "" {
 				_ = os.Remove(next.path)
 			}
 		}
 	}()
+	return q
 }
 
 // suspendJob is the body of _rpc_suspend_job after the reply.
@@ -226,6 +235,10 @@ func (m *Manager) resumeSuspendOps() {
 	// ReadDir sorts by name: a job's operations come in arrival order.
 	for _, e := range ents {
 		path := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), ".") {
+			_ = os.Remove(path) // a write cut short (renameio's temporary file)
+			continue
+		}
 		b, err := os.ReadFile(path)
 		var op suspendOp
 		if err == nil {
@@ -237,6 +250,8 @@ func (m *Manager) resumeSuspendOps() {
 			continue
 		}
 		m.log.Info("finishing a suspend operation of an earlier daemon", "job_id", op.JobID, "action", opName(op.Op))
-		m.queueSuspend(queuedSuspend{op: op, path: path})
+		ready := make(chan struct{})
+		close(ready)
+		m.queueSuspend(queuedSuspend{op: op, path: path, ready: ready}, false)
 	}
 }

@@ -159,6 +159,10 @@ func TestSuspend_FinishedAfterRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(spool, SuspendDir, "junk"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A write cut short leaves renameio's temporary file: never replayed.
+	if err := os.WriteFile(filepath.Join(spool, SuspendDir, ".7-00000000000000000003123"), []byte(`{"job_id":7,"op":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	m.Recover(context.Background(), false)
 	wait(t, m)
 	f.mu.Lock()

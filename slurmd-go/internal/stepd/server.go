@@ -460,7 +460,10 @@ func (s *Step) handleSignal(sig, flags int, details string, reqUID, uid uint32) 
 		time.Sleep(s.spec.KillWait)
 		sig = int(syscall.SIGKILL)
 	}
-	if flags&int(slurmproto.KillJobBatch|slurmproto.KillFullJob) != 0 {
+	// Only the batch step signals its script's process (group); another
+	// step's pid may be 0 (a 26.05 extern step holds no process), and
+	// kill(0) would hit the step manager itself.
+	if s.id.StepID == slurmproto.StepIDBatch && pgid > 0 && flags&int(slurmproto.KillJobBatch|slurmproto.KillFullJob) != 0 {
 		var err error
 		if flags&int(slurmproto.KillFullJob) != 0 {
 			err = syscall.Kill(-pgid, syscall.Signal(sig))

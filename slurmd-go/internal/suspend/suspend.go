@@ -205,10 +205,30 @@ func (m *Machine) Start(ctx context.Context, op Op) <-chan error {
 		if prev != nil {
 			<-prev
 		}
+		if m.skipCleared() {
+			res <- ErrEnded
+			return
+		}
 		m.runChain(ctx, op, nil)
 		res <- nil
 	}()
 	return res
+}
+
+// skipCleared ends a queued chain without running it once Clear was
+// called (the step is being killed): it counts the chain as finished.
+func (m *Machine) skipCleared() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.cleared {
+		return false
+	}
+	m.queued--
+	if m.queued == 0 {
+		m.pending = ""
+		close(m.idle)
+	}
+	return true
 }
 
 // Continue finishes a chain that a persisted state shows unfinished (its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -243,6 +244,7 @@ func TestClear_DuringChain(t *testing.T) {
 	r := &recorder{block: map[string]chan struct{}{"stop": gate}}
 	m := newMachine(t, r, path)
 	res := m.Start(context.Background(), OpSuspend)
+	queued := m.Start(context.Background(), OpResume) // waits for the suspend
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	m.Clear(ctx)
@@ -251,7 +253,13 @@ func TestClear_DuringChain(t *testing.T) {
 	}
 	close(gate)
 	<-res
+	if err := <-queued; !errors.Is(err, ErrEnded) {
+		t.Fatalf("the resume queued before Clear: %v, want ErrEnded (not run)", err)
+	}
 	m.Wait()
+	if got := r.got(); slices.Contains(got, "cont") {
+		t.Fatalf("stages run %v: the queued resume ran after Clear", got)
+	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("the chain ending after Clear wrote its state back: %v", err)
 	}
