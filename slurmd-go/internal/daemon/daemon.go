@@ -97,7 +97,7 @@ type Daemon struct {
 	hwMu      sync.Mutex    // guards hw
 
 	started     atomic.Int64 // unix ns of the daemon's start (a 24.11+ reconfigure starts it anew)
-	firstReg    atomic.Int64 // unix time of the first successful registration
+	firstReg    atomic.Int64 // slurmd_start_time: unix time of the first registration message
 	lastCtldMsg atomic.Int64
 	wantResp    atomic.Bool   // ask slurmctld for the TRES list on the next registration
 	regStatus   atomic.Uint32 // status of the next registration (ESLURMD_PROLOG_FAILED drains)

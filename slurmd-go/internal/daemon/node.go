@@ -217,7 +217,6 @@ func (d *Daemon) register(ctx context.Context) error {
 	default:
 		return fmt.Errorf("daemon: unexpected registration reply %s", reply.MsgType())
 	}
-	d.firstReg.CompareAndSwap(0, time.Now().Unix())
 	d.log.Info("registered with slurmctld", "cpus", msg.CPUs, "real_memory", msg.RealMemory, "release", slurmproto.ReleaseName(v))
 	return nil
 }
@@ -230,10 +229,10 @@ func (d *Daemon) registrationMsg(v uint16) *slurmproto.NodeRegistrationStatus {
 	rep := hostinfo.ReportedFor(hw, cfg.Node, cfg.Conf)
 	load, _ := hostinfo.ProbeLoad()
 	now := time.Now()
-	start := now
-	if t := d.firstReg.Load(); t != 0 {
-		start = time.Unix(t, 0)
-	}
+	// slurmd_start_time: set by the first registration message built and
+	// kept (storing it only after the reply could move it by a second).
+	d.firstReg.CompareAndSwap(0, now.Unix())
+	start := time.Unix(d.firstReg.Load(), 0)
 	m := &slurmproto.NodeRegistrationStatus{
 		Timestamp:       now,
 		SlurmdStartTime: start,
