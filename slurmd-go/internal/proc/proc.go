@@ -52,6 +52,21 @@ func parseStat(pid int, b []byte) (Stat, error) {
 // All returns the stat of every process (those that vanish meanwhile are
 // skipped).
 func All() ([]Stat, error) {
+	pids, err := PIDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stat, 0, len(pids))
+	for _, pid := range pids {
+		if s, err := ReadStat(pid); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// PIDs lists the processes in /proc, in its order.
+func PIDs() ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, err
@@ -61,14 +76,10 @@ func All() ([]Stat, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Stat, 0, len(names))
+	out := make([]int, 0, len(names))
 	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if s, err := ReadStat(pid); err == nil {
-			out = append(out, s)
+		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
+			out = append(out, pid)
 		}
 	}
 	return out, nil

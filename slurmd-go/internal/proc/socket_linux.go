@@ -38,17 +38,13 @@ func TCPInode(local, remote *net.TCPAddr) (uint32, error) {
 // on socket inode, as callerid.c's find_pid_by_inode looks for it.
 // Processes that end or refuse the read meanwhile are passed over.
 func SocketOwner(inode uint32) (int, bool) {
-	ents, err := os.ReadDir("/proc")
+	pids, err := PIDs()
 	if err != nil {
 		return 0, false
 	}
 	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		dir := "/proc/" + e.Name() + "/fd/"
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 		fds, err := os.ReadDir(dir)
 		if err != nil {
 			continue
