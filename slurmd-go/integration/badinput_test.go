@@ -364,13 +364,21 @@ func TestBadInput_DaemonKeepsServing(t *testing.T) {
 	}
 }
 
-// TestForwarding_TreeWidth: with TreeWidth=2 slurmctld hands one node a
-// forward list and that node relays to the others; every node stays up,
-// which slurmctld only allows when the relayed replies come back.
+// TestForwarding_TreeWidth: with TreeWidth=2 a message to all four nodes goes
+// to two of them, each with a forward list, and they relay to the others;
+// every node stays up, which slurmctld only allows when the relayed replies
+// come back.
 func TestForwarding_TreeWidth(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{ExtraConf: []string{"SlurmdDebug=debug3"}})
 	marker := map[string]string{"go": "forwarding request", "stock": "forward: send to"}[c.Impl]
-	c.WaitFor(t, "a node to relay a forwarded message", 3*c.PingInterval+c.MessageTimeout+10*time.Second, func() (bool, string) {
+	// A ping round need not forward: slurmctld pings only the nodes that have
+	// not answered for SlurmdTimeout/3, often fewer than TreeWidth (CI 24.11
+	// saw none in 21 s). A job on all nodes always does: srun's launch and
+	// slurmctld's REQUEST_TERMINATE_JOB both go out through the tree.
+	if out, errOut, err := c.Run(t, "", "srun", "-N", strconv.Itoa(len(c.Nodes)), "true"); err != nil {
+		t.Fatalf("srun -N%d true: %v (stdout %q, stderr %q)", len(c.Nodes), err, out, errOut)
+	}
+	c.WaitFor(t, "a node to relay a forwarded message", c.MessageTimeout+10*time.Second, func() (bool, string) {
 		for _, n := range c.NodeNames() {
 			if strings.Contains(readFileQuiet(c.NodeLog(n)), marker) {
 				return true, ""
