@@ -243,7 +243,7 @@ func (s *Server) register(ctx context.Context, version uint16, a credArgs, m *sl
 		var dir string
 		if m.Flags&slurmproto.FileBcastExe != 0 {
 			dir = key.fname + "_libs"
-			// 24.11 on accept an existing directory with --force; 22.05 never.
+			// From 24.11 --force replaces an existing directory; 22.05 refuses it.
 			if err := mkdirAs(t.cred(), dir, force && version >= slurmproto.Version2411); err != nil {
 				f.Close()
 				return opened{}, fmt.Errorf("unable to create directory %s: %w", dir, err)

@@ -360,9 +360,8 @@ func TestServe_Token(t *testing.T) {
 	}
 }
 
-// TestServe_SendLibsDirExists: an executable's _libs directory that exists
-// already fails the transfer in 22.05 (EEXIST), even with --force; 24.11
-// takes it with --force.
+// TestServe_SendLibsDirExists: an existing library directory is refused
+// (EEXIST) by 22.05; from 24.11 --force replaces it, contents and all.
 func TestServe_SendLibsDirExists(t *testing.T) {
 	for v, want := range map[uint16]Result{slurmproto.Version2205: {RC: slurmproto.EEXIST}, slurmproto.Version2411: {}} {
 		t.Run(slurmproto.ReleaseName(v), func(t *testing.T) {
@@ -371,8 +370,39 @@ func TestServe_SendLibsDirExists(t *testing.T) {
 			if err := os.Mkdir(exe+"_libs", 0o777); err != nil {
 				t.Fatal(err)
 			}
+			// A stale library, and a link out of the directory whose target
+			// must survive (stock's nftw does not follow links).
+			stale := filepath.Join(exe+"_libs", "stale.so")
+			outside := filepath.Join(e.dir, "outside")
+			for _, f := range []string{stale, outside} {
+				if err := os.WriteFile(f, []byte("old"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(outside, filepath.Join(exe+"_libs", "link")); err != nil {
+				t.Fatal(err)
+			}
+			// The user's own directory, as a broadcast before this one left it.
+			for _, f := range []string{exe + "_libs", stale, filepath.Join(exe+"_libs", "link")} {
+				if err := os.Lchown(f, int(e.uid), int(e.gid)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if r := e.send(t, v, blocks(t, []byte("ELF"), 512, false, exe, slurmproto.FileBcastExe|slurmproto.FileBcastForce, e.cred(t, v, nil))); r != want {
 				t.Fatalf("answer %+v, want %+v", r, want)
+			}
+			left, err := os.ReadDir(exe + "_libs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.RC == 0 && len(left) != 0 {
+				t.Fatalf("--force kept %d entries of the old library directory (%s ...)", len(left), left[0].Name())
+			}
+			if want.RC != 0 && len(left) != 2 {
+				t.Fatalf("a refused broadcast changed the directory: %d entries left", len(left))
+			}
+			if b, err := os.ReadFile(outside); err != nil || string(b) != "old" {
+				t.Fatalf("the link's target: %q %v", b, err)
 			}
 		})
 	}

@@ -35,15 +35,17 @@ func openAs(c proc.Cred, path string, force bool) (*os.File, error) {
 }
 
 // mkdirAs makes the 0700 library directory of --send-libs as the user;
-// with existingOK one that exists is fine (24.11's _open_as_other, make_dir
-// with force).
-func mkdirAs(c proc.Cred, dir string, existingOK bool) error {
+// with replace (24.11's _open_as_other, make_dir with force) a directory
+// already there is deleted first, with everything in it and without
+// following symbolic links (nftw FTW_PHYS), so no stale library survives.
+func mkdirAs(c proc.Cred, dir string, replace bool) error {
 	return proc.DoAs(c, -1, func() error {
-		err := unix.Mkdir(dir, 0o700)
-		if err != nil && existingOK && errors.Is(err, unix.EEXIST) {
-			return nil
+		if replace {
+			if err := os.RemoveAll(dir); err != nil {
+				return fmt.Errorf("can't delete dir %s: %w", dir, err)
+			}
 		}
-		return err
+		return unix.Mkdir(dir, 0o700)
 	})
 }
 
