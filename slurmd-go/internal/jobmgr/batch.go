@@ -30,6 +30,12 @@ const (
 // launch; a non-zero rc is the answer. A zero rc means the caller replies
 // RC 0 and the launch goes on in the background (StartBatch).
 func (m *Manager) AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32 {
+	if containerRefused(m.log.With("job_id", msg.JobID), m.cfg().Conf.File, msg.Container) {
+		// slurmctld ends a batch job whose launch is refused ("Killing
+		// non-startable batch job"); the user reads why in its stderr.
+		m.jobStderrLine(msg, "slurmd-go: error: --container: this node has oci.conf, and slurmd-go does not run OCI containers; job not started\n")
+		return slurmproto.ESlurmContainerNotConfigured
+	}
 	j, revoked := m.incarnation(msg.JobID, msg.UID, msg.GID, credTime(msg.Cred))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -354,13 +360,17 @@ func (m *Manager) prologFailed(rc uint32, ranHere bool) {
 // prologError tells the job's owner, in the job's stderr file, that the
 // Prolog failed (_prolog_error); the file is opened as the user.
 func (m *Manager) prologError(msg *slurmproto.BatchJobLaunch, status uint32) {
+	m.jobStderrLine(msg, fmt.Sprintf("Error running slurm prolog: %d\n", exitOf(status)))
+}
+
+// jobStderrLine appends line to the batch job's stderr file, as its user.
+func (m *Manager) jobStderrLine(msg *slurmproto.BatchJobLaunch, line string) {
 	j := fname.JobFor(msg, credUser(msg.Cred), m.cfg().Hostname, slurmproto.CString(msg.WorkDir))
 	_, _, errName := fname.BatchStdio(msg, j)
 	gids := msg.Gids
 	if msg.Cred != nil && len(msg.Cred.Gids) > 0 {
 		gids = msg.Cred.Gids
 	}
-	line := fmt.Sprintf("Error running slurm prolog: %d\n", exitOf(status))
 	err := proc.DoAs(proc.Cred{UID: msg.UID, GID: msg.GID, Groups: gids}, -1, func() error {
 		f, err := os.OpenFile(errName, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -370,7 +380,7 @@ func (m *Manager) prologError(msg *slurmproto.BatchJobLaunch, status uint32) {
 		return errors.Join(err, f.Close())
 	})
 	if err != nil {
-		m.log.Error("unable to write the prolog error to the job's stderr", "job_id", msg.JobID, "path", errName, "error", err)
+		m.log.Error("unable to write to the job's stderr", "job_id", msg.JobID, "path", errName, "error", err)
 	}
 }
 

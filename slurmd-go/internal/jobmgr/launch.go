@@ -186,15 +186,27 @@ func unsupportedStepFeature(log hclog.Logger, confFile string, msg *slurmproto.L
 		log.Error("X11 forwarding requested: slurmd-go has no extern step to forward it", "x11", msg.X11)
 		return slurmproto.ESlurmX11NotAvail
 	}
-	if c := slurmproto.CString(msg.Container); c != "" {
-		oci := filepath.Join(filepath.Dir(confFile), ociConfName)
-		if _, err := os.Stat(oci); err == nil {
-			log.Error("OCI container requested: slurmd-go does not run containers", "container", c, "oci_conf", oci)
-			return slurmproto.ESlurmContainerNotConfigured
-		}
-		log.Debug("container requested but containers are not configured on this node", "container", c)
+	if containerRefused(log, confFile, msg.Container) {
+		return slurmproto.ESlurmContainerNotConfigured
 	}
 	return 0
+}
+
+// containerRefused reports whether a launch's --container must be refused:
+// oci.conf turns OCI containers on, which slurmd-go does not run. Without
+// oci.conf a container is ignored with stock's debug line.
+func containerRefused(log hclog.Logger, confFile, container string) bool {
+	c := slurmproto.CString(container)
+	if c == "" {
+		return false
+	}
+	oci := filepath.Join(filepath.Dir(confFile), ociConfName)
+	if _, err := os.Stat(oci); err == nil {
+		log.Error("OCI container requested: slurmd-go does not run containers", "container", c, "oci_conf", oci)
+		return true
+	}
+	log.Debug("container requested but containers are not configured on this node", "container", c)
+	return false
 }
 
 // ociConfName is the file beside slurm.conf that turns on OCI containers.
