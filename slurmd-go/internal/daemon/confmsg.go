@@ -71,6 +71,11 @@ func unprovided(c *slurmconf.Config) []string {
 	if c.PrologFlags&slurmconf.PrologX11 != 0 {
 		out = append(out, "PrologFlags=X11: slurmd-go does not forward X11; srun --x11 launches are refused")
 	}
+	for _, p := range strings.Split(c.SlurmctldParameters, ",") {
+		if strings.TrimSpace(p) == "enable_stepmgr" {
+			out = append(out, "SlurmctldParameters=enable_stepmgr: slurmd-go does not serve step management; every job whose first node this is gets cancelled with that reason")
+		}
+	}
 	if strings.Contains(c.TaskPlugin, "affinity") {
 		out = append(out, "TaskPlugin="+c.TaskPlugin+": slurmd-go has no task/affinity; --cpu-bind and --mem-bind are not applied")
 	}

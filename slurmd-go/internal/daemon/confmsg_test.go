@@ -65,7 +65,7 @@ func TestPrintConfWarnings(t *testing.T) {
 func TestPrintConfWarnings_Unprovided(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "slurm.conf")
-	writeFile(t, p, "ClusterName=c\nSlurmctldHost=h\nPrologFlags=Contain,X11\nProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity\nNodeName=n1\n")
+	writeFile(t, p, "ClusterName=c\nSlurmctldHost=h\nPrologFlags=Contain,X11\nProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity\nSlurmctldParameters=enable_configless,enable_stepmgr\nNodeName=n1\n")
 	cfg, err := config.Load(config.Flags{ConfFile: p, NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +75,7 @@ func TestPrintConfWarnings_Unprovided(t *testing.T) {
 	for _, want := range []string{
 		"slurmd-go: warning: " + p + ":0: PrologFlags=X11: slurmd-go does not forward X11",
 		"slurmd-go: warning: " + p + ":0: TaskPlugin=task/affinity: slurmd-go has no task/affinity",
+		"slurmd-go: warning: " + p + ":0: SlurmctldParameters=enable_stepmgr: slurmd-go does not serve step management",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("warnings lack %q:\n%s", want, b.String())

@@ -90,6 +90,12 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 			return
 		}
 		rc, prologRan := m.startBatch(ctx, version, raw, msg)
+		// startBatch waited for the job's Prolog, so a cancellation this
+		// node decided at REQUEST_LAUNCH_PROLOG is known by now: the job's
+		// own output tells its user why.
+		if note := m.takeCancelNote(msg.JobID); note != "" {
+			m.jobStderrLine(msg, "slurmd-go: error: "+note+"\n")
+		}
 		if rc != 0 {
 			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
 			m.prologFailed(rc, prologRan)
@@ -417,11 +423,57 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	// Not requeueable (--no-requeue, JobRequeue=0): the job is cancelled,
 	// with a line in its output when the prolog failed, as stock.
 	m.log.Info(fmt.Sprintf("Could not launch job %d and not able to requeue it, cancelling job", jobID))
+	note := ""
 	if rc == slurmproto.ESlurmdPrologFailed {
-		note := &slurmproto.JobNotify{StepID: slurmproto.StepID{JobID: jobID, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal},
-			Message: "Prolog failure on node " + m.cfg().NodeName}
-		if _, err := call(note); err != nil {
-			m.log.Error("cannot notify job of its prolog failure", "job_id", jobID, "error", err)
+		note = "Prolog failure on node " + m.cfg().NodeName
+	}
+	m.cancelJob(ctx, jobID, note)
+}
+
+// cancelNoteTTL bounds how long a cancellation's reason waits for the
+// job's batch launch (an interactive job has none).
+const cancelNoteTTL = 10 * time.Minute
+
+type cancelNote struct {
+	text string
+	at   time.Time
+}
+
+func (m *Manager) putCancelNote(jobID uint32, text string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for id, n := range m.cancelNotes {
+		if now.Sub(n.at) > cancelNoteTTL {
+			delete(m.cancelNotes, id)
+		}
+	}
+	m.cancelNotes[jobID] = cancelNote{text: text, at: now}
+}
+
+func (m *Manager) takeCancelNote(jobID uint32) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.cancelNotes[jobID]
+	delete(m.cancelNotes, jobID)
+	return n.text
+}
+
+// cancelJob tells the job's user note (REQUEST_JOB_NOTIFY: srun and salloc
+// print it, a batch job gets it in its stderr once its script runs) unless
+// it is empty, then cancels the job as scancel would (REQUEST_KILL_JOB),
+// each request with its own bound.
+func (m *Manager) cancelJob(ctx context.Context, jobID uint32, note string) {
+	call := func(body slurmproto.Body) error {
+		cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
+		defer cancel()
+		_, err := m.ctld.Call(cctx, body, authUIDAny)
+		return err
+	}
+	if note != "" {
+		n := &slurmproto.JobNotify{StepID: slurmproto.StepID{JobID: jobID, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal}, Message: note}
+		if err := call(n); err != nil {
+			m.log.Error("cannot notify job", "job_id", jobID, "note", note, "error", err)
 		}
 	}
 	kill := &slurmproto.KillJobRequest{StepID: slurmproto.StepID{JobID: slurmproto.NoVal, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal},
@@ -429,8 +481,8 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	if m.protocol() >= slurmproto.Version2411 {
 		kill.Flags = killArrayTask // this task of an array job only
 	}
-	if _, err := call(kill); err != nil {
-		m.log.Error("cannot cancel job after launch failure", "job_id", jobID, "error", err)
+	if err := call(kill); err != nil {
+		m.log.Error("cannot cancel job", "job_id", jobID, "error", err)
 	}
 }
 
@@ -465,10 +517,25 @@ func (m *Manager) LaunchProlog(version uint16, raw []byte, msg *slurmproto.Launc
 		m.log.Info("job already killed, not running its prolog", "job_id", msg.JobID)
 		return
 	}
+	// slurmctld hands the job's step management to its first node's extern
+	// step: its steps would wait for a step manager that is not there. The
+	// first node cancels the job with the reason instead of leaving it
+	// hanging; the prolog and extern step still run as for any job, so that
+	// the cancelled job ends as a cancelled job does (no Prolog failure,
+	// which would drain the node).
+	note := ""
+	if len(msg.StepmgrJob) > 0 && m.nodeIndex(msg.Nodes) == 0 {
+		note = "slurmd-go on node " + m.cfg().NodeName + " does not serve step management (--stepmgr, SlurmctldParameters=enable_stepmgr): job cancelled"
+		m.log.Error("job asks for step management on this node, which slurmd-go does not serve: cancelling it", "job_id", msg.JobID)
+		m.putCancelNote(msg.JobID, note)
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		ctx := context.Background()
+		if note != "" {
+			m.cancelJob(ctx, msg.JobID, note)
+		}
 		rc, ranHere := m.prologOnce(ctx, j, scriptJob{
 			JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
 			UserName: msg.UserName, WorkDir: msg.WorkDir, Nodes: msg.Nodes,

@@ -81,6 +81,11 @@ type Manager struct {
 	logLevel atomic.Int32
 	// creds are the step credentials verified so far, until they expire
 	// (slurm_cred's state_list): one seen again is a replay.
+	// cancelNotes say why this node cancelled a job (step management
+	// handed to it), for its batch launch to write into the job's stderr;
+	// kept apart from jobs, whose record the job's end removes before that
+	// launch comes. Guarded by mu; entries older than cancelNoteTTL go.
+	cancelNotes  map[uint32]cancelNote
 	creds        map[credKey]time.Time // guarded by mu: → expiry
 	lastCredScan time.Time             // guarded by mu
 	wg           sync.WaitGroup        // background work (prolog, epilog) for Wait
@@ -128,6 +133,7 @@ func New(cfg func() *config.Config, c *ctld.Client, a auth.Authenticator, nodeCP
 		creds:       map[credKey]time.Time{},
 		terminating: map[uint32]bool{},
 		suspending:  map[uint32][]queuedSuspend{},
+		cancelNotes: map[uint32]cancelNote{},
 	}
 	// Operation files sort in arrival order across restarts too.
 	m.suspendSeq.Store(uint64(time.Now().UnixNano()))

@@ -513,6 +513,7 @@ func (b *builder) scalars() error {
 	c.UsePAM = b.boolean("UsePAM")
 	c.DebugFlags = b.str("DebugFlags", "")
 	c.SchedulerParameters = b.str("SchedulerParameters", "")
+	c.SlurmctldParameters = b.str("SlurmctldParameters", "")
 	c.StateSaveLocation = b.str("StateSaveLocation", DefaultStateSaveLocation)
 	c.GetEnvTimeout = uint16(b.num("GetEnvTimeout", 16, DefaultGetEnvTimeout))
 

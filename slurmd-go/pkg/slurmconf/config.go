@@ -253,6 +253,9 @@ type Config struct {
 	// SchedulerParameters, as given: slurmd reads its no_env_cache and
 	// requeue_setup_env_fail options (sbatch --get-user-env).
 	SchedulerParameters string
+	// SlurmctldParameters, as given: the node daemon only looks for
+	// enable_stepmgr, which slurmd-go does not serve.
+	SlurmctldParameters string
 	// StateSaveLocation ("/var/spool" by default): slurmd 22.05 and 24.11
 	// read the login environment cache from its env_cache directory.
 	StateSaveLocation string

@@ -325,3 +325,37 @@ func TestGoldenReleases_KillJob(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenReleases_StepmgrProlog: with SlurmctldParameters=enable_stepmgr the
+// first node's REQUEST_LAUNCH_PROLOG ends in the job buffers (packbuf, no length:
+// the rest of the body); they decode as StepmgrJob and re-encode byte for byte,
+// and a prolog launch without them has none.
+func TestGoldenReleases_StepmgrProlog(t *testing.T) {
+	for _, dir := range []string{"r2411/munge", "r2411/slurm", "r2605/munge", "r2605/slurm"} {
+		t.Run(dir, func(t *testing.T) {
+			files, err := filepath.Glob(filepath.Join("testdata", dir, "launch_prolog_*v2*.bin"))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("no prolog launches in %s: %v", dir, err)
+			}
+			sawStepmgr := false
+			for _, f := range files {
+				if strings.Contains(f, "reply") {
+					continue
+				}
+				_, b := decodeGolden(t, strings.TrimPrefix(f, "testdata/"))
+				lp := b.(*LaunchProlog)
+				stepmgr := strings.Contains(f, "stepmgr")
+				sawStepmgr = sawStepmgr || stepmgr
+				if stepmgr != (len(lp.StepmgrJob) > 0) {
+					t.Errorf("%s: %d bytes of stepmgr job buffers", f, len(lp.StepmgrJob))
+				}
+				if stepmgr && !bytes.Contains(lp.StepmgrJob, []byte("localhost")) {
+					t.Errorf("%s: the job buffers lack the job's submit host", f)
+				}
+			}
+			if !sawStepmgr {
+				t.Fatalf("no stepmgr prolog launch in %s", dir)
+			}
+		})
+	}
+}

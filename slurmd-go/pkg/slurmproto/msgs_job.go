@@ -483,9 +483,12 @@ type LaunchProlog struct {
 	SpankJobEnv []string
 	Cred        *Cred  // unsigned, step id StepIDExtern; no cred_version: packed at the message version
 	UserName    string // 22.05
-	// HasJobPtrBuf (24.11+) is true only with SlurmctldParameters=
-	// enable_stepmgr; the job buffers that follow are not supported.
-	HasJobPtrBuf bool
+	// StepmgrJob (24.11+) is set only when slurmctld hands the job's step
+	// management to this node (SlurmctldParameters=enable_stepmgr or
+	// --stepmgr, first node only): the packed job record, node array and
+	// partition that follow the flag, kept opaque. They end the message
+	// (packbuf writes no length), so the rest of the body is theirs.
+	StepmgrJob []byte
 }
 
 // MsgType implements Body.
@@ -638,8 +641,8 @@ func unpackJobOrStep(u *Unpacker, v uint16) (uint32, StepID) {
 }
 
 func encLaunchProlog(p *Packer, v uint16, m *LaunchProlog) error {
-	if m.HasJobPtrBuf {
-		return fmt.Errorf("%w: prolog launch with stepmgr job buffers", ErrMalformed)
+	if m.StepmgrJob != nil && v < Version2411 {
+		return fmt.Errorf("%w: stepmgr job buffers in a Slurm %s prolog launch", ErrMalformed, ReleaseName(v))
 	}
 	if v >= Version2605 {
 		p.Str(m.AllocTLSCert)
@@ -673,7 +676,8 @@ func encLaunchProlog(p *Packer, v uint16, m *LaunchProlog) error {
 	if v == Version2205 {
 		p.Str(m.UserName)
 	} else {
-		p.Bool(false)
+		p.Bool(m.StepmgrJob != nil)
+		p.Raw(m.StepmgrJob)
 	}
 	return nil
 }
@@ -719,9 +723,15 @@ func decLaunchProlog(u *Unpacker, v uint16, _ MsgType, m *LaunchProlog) error {
 	if v >= Version2605 {
 		m.JobID = m.Cred.StepID.JobID
 	}
-	if m.HasJobPtrBuf, err = u.Bool(); err == nil && m.HasJobPtrBuf {
-		return u.Fail(fmt.Errorf("%w: prolog launch with stepmgr job buffers (enable_stepmgr is not supported)", ErrMalformed))
+	has, err := u.Bool()
+	if err != nil || !has {
+		return err
 	}
+	if u.Remaining() == 0 {
+		return u.Fail(fmt.Errorf("%w: prolog launch flags stepmgr job buffers but has none", ErrMalformed))
+	}
+	m.StepmgrJob, err = u.Raw(u.Remaining())
+	m.StepmgrJob = append([]byte(nil), m.StepmgrJob...)
 	return err
 }
 

@@ -13,6 +13,8 @@
 #   capture.sh bcast2205 PORT          the host's 22.05 slurmctld and slurmd, a user job's sbcast
 #   capture.sh callerid REL PORT       REL 22.05 (the host's), 24.11 or 26.05: scontrol callerid
 #                                      to n1 for a job's TCP connection and for none
+#   capture.sh stepmgr REL AUTH PORT   enable_stepmgr: the first node's REQUEST_LAUNCH_PROLOG
+#                                      with the job buffers (24.11, 26.05)
 #
 # Output: /tmp/golden-<rel>-<auth>/ (slurm.conf, logs, trace-*, out/ = goldencap's
 # frames, out/*.cred-payload = the signed bytes of each job credential).
@@ -593,6 +595,39 @@ import os; os.rename(\"conn.tmp\",\"conn\"); time.sleep(120)'" | sbatch_id)
   cut_frames
 }
 
+# stepmgr REL AUTH PORT: REQUEST_LAUNCH_PROLOG with the stepmgr job buffers that
+# slurmctld sends the first node of a job when SlurmctldParameters=enable_stepmgr
+# hands that node's extern step the job's step management (24.11, 26.05).
+stepmgr() {
+  local rel=$1 auth=$2
+  PORT=$3
+  D=/tmp/golden-stepmgr-${rel/./}-$auth
+  CONF=$D/slurm.conf
+  CLUSTER=gsm${rel/./}${auth:0:1}
+  CTLD_ROOT=$CHROOTS/$rel
+  local R=$CTLD_ROOT
+  [ -d "$R/usr/sbin" ] || die "no chroot $R (scripts/chroots.sh $rel)"
+  rm -rf "$D"
+  mkdir -p "$D"
+  ensure_munged
+  SACK_KEY=
+  JOBACCT=jobacct_gather/none
+  CTLD_PARAMS=enable_stepmgr
+  write_conf "$auth" no "PrologFlags=Contain"
+  start_ns "$R"
+  trap stop_all EXIT
+  daemon n1 "$R" /usr/sbin/slurmd -D -N n1 -f "$CONF"
+  daemon ctld "$R" /usr/sbin/slurmctld -D -i -f "$CONF"
+  wait_for "n1 idle" 180 nodes_idle n1
+  local job
+  job=$(as_root "$R" sbatch -w n1 -D "$D/work-root" -o /dev/null --wrap "srun true" | sbatch_id)
+  wait_jobs_done "$job"
+  as_root "$R" scontrol shutdown || true
+  stop_all
+  trap - EXIT
+  cut_frames
+}
+
 # The whole command line is parsed before it runs: editing this file while a
 # capture runs cannot make bash read on at a shifted offset.
 main() {
@@ -601,6 +636,7 @@ main() {
   cross) cross "$2" ;;
   negotiation) negotiation "$2" ;;
   callerid) callerid "$2" "$3" ;;
+  stepmgr) stepmgr "$2" "$3" "$4" ;;
   bcast2205) SRUN_PORTS=${SRUN_PORTS:-$(($2 + 30))-$(($2 + 79))} bcast2205 "$2" ;;
   recut) # recut DIR: cut a session's traces again (goldencap changed)
     D=$2
