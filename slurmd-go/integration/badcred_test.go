@@ -31,9 +31,23 @@ func goldenLaunch(v uint16) string {
 // every check. Each call returns a fresh copy for one case to spoil.
 func launchFor(t *testing.T, cl *cluster.Cluster, node string, job uint32) *slurmproto.LaunchTasks {
 	t.Helper()
-	frame, err := os.ReadFile(goldenLaunch(cl.ProtocolVersion))
+	l := goldenBody(t, cl, goldenLaunch(cl.ProtocolVersion)).(*slurmproto.LaunchTasks)
+	step := slurmproto.StepID{JobID: job, StepID: 0, StepHetComp: slurmproto.NoVal}
+	l.StepID, l.UID, l.GID, l.UserName, l.Gids = step, 0, 0, "root", []uint32{0}
+	l.CompleteNodelist = node
+	c := l.Cred
+	c.StepID, c.UID, c.GID, c.PwName, c.Gids, c.GrNames = step, 0, 0, "root", []uint32{0}, nil
+	c.StepHostlist, c.JobHostlist = node, node
+	c.CTime = time.Now().Truncate(time.Second)
+	return l
+}
+
+// goldenBody decodes the body of the frame captured from c's release at path.
+func goldenBody(t *testing.T, c *cluster.Cluster, path string) slurmproto.Body {
+	t.Helper()
+	frame, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("no srun launch captured from Slurm %s (protocol 0x%04x): %v", cl.Release, cl.ProtocolVersion, err)
+		t.Fatalf("no frame captured from Slurm %s (protocol 0x%04x): %v", c.Release, c.ProtocolVersion, err)
 	}
 	m, err := slurmproto.DecodeMessage(frame[4:])
 	if err != nil {
@@ -43,15 +57,7 @@ func launchFor(t *testing.T, cl *cluster.Cluster, node string, job uint32) *slur
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := b.(*slurmproto.LaunchTasks)
-	step := slurmproto.StepID{JobID: job, StepID: 0, StepHetComp: slurmproto.NoVal}
-	l.StepID, l.UID, l.GID, l.UserName, l.Gids = step, 0, 0, "root", []uint32{0}
-	l.CompleteNodelist = node
-	c := l.Cred
-	c.StepID, c.UID, c.GID, c.PwName, c.Gids, c.GrNames = step, 0, 0, "root", []uint32{0}, nil
-	c.StepHostlist, c.JobHostlist = node, node
-	c.CTime = time.Now().Truncate(time.Second)
-	return l
+	return b
 }
 
 // signCred packs the credential's fields for protocol version v and signs them with munge

@@ -33,19 +33,7 @@ func batchLaunchFor(t *testing.T, c *cluster.Cluster, p rawPeer, node string, jo
 	if c.Auth == cluster.AuthSlurm && c.ProtocolVersion >= slurmproto.Version2411 {
 		a = cluster.AuthSlurm
 	}
-	frame, err := os.ReadFile(goldenBatchLaunch(c.ProtocolVersion, a))
-	if err != nil {
-		t.Fatalf("no batch launch captured from Slurm %s (protocol 0x%04x): %v", c.Release, c.ProtocolVersion, err)
-	}
-	m, err := slurmproto.DecodeMessage(frame[4:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := b.(*slurmproto.BatchJobLaunch)
+	l := goldenBody(t, c, goldenBatchLaunch(c.ProtocolVersion, a)).(*slurmproto.BatchJobLaunch)
 	l.JobID, l.UID, l.GID, l.Nodes, l.Script, l.WorkDir = job, 0, 0, node, script, "/tmp"
 	l.StdOut, l.StdErr = "/dev/null", "/dev/null"
 	cr := l.Cred
