@@ -2,6 +2,8 @@ package stepd
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -170,5 +172,40 @@ func (s *Step) unkillableTimeout() time.Duration {
 func (s *Step) logStateChange(from, to string) {
 	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
 		s.stepdLog(logDebug2, "job_manager: setting step state %s -> %s", from, to)
+	}
+}
+
+// Binding bits of a launch's cpu_bind_type and mem_bind_type (slurm.h
+// CPU_BIND_*, MEM_BIND_*) that task/affinity would apply: verbose, none and
+// the automatic-binding hints are left out.
+const (
+	cpuBindApplied = 0x0002 | 0x0004 | 0x0008 | 0x0010 | 0x0040 | 0x0080 | 0x0100 | 0x0200 | 0x0400 | 0x0800
+	memBindApplied = 0x04 | 0x08 | 0x10 | 0x20
+)
+
+// cpufreqDir is where the kernel exposes CPU frequency scaling, which stock's
+// cpu_freq needs to act on --cpu-freq.
+var cpufreqDir = "/sys/devices/system/cpu/cpu0/cpufreq"
+
+// sayUnprovided tells the step's user, on its stderr, what the launch asks
+// of plugins slurmd-go does not have, where stock would apply it: CPU and
+// memory binding under TaskPlugin=task/affinity, a CPU frequency on a node
+// whose kernel can set one (RFC 4). Elsewhere stock does nothing either,
+// and neither says anything.
+func (s *Step) sayUnprovided() {
+	m := s.launch
+	if strings.Contains(s.spec.TaskPlugin, "affinity") {
+		if m.CPUBindType&cpuBindApplied != 0 {
+			s.stepdLog(logError, "task/affinity is not provided by slurmd-go: --cpu-bind is not applied, tasks run unbound")
+		}
+		if m.MemBindType&memBindApplied != 0 {
+			s.stepdLog(logError, "task/affinity is not provided by slurmd-go: --mem-bind is not applied")
+		}
+	}
+	asked := func(v uint32) bool { return v != 0 && v != slurmproto.NoVal }
+	if asked(m.CPUFreqMin) || asked(m.CPUFreqMax) || asked(m.CPUFreqGov) {
+		if _, err := os.Stat(cpufreqDir); err == nil {
+			s.stepdLog(logError, "cpu_freq is not provided by slurmd-go: --cpu-freq is not applied")
+		}
 	}
 }

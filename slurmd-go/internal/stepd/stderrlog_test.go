@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,5 +68,57 @@ func TestStepdLog_Format(t *testing.T) {
 		if !regexp.MustCompile(tc.want).Match(b) {
 			t.Errorf("0x%04x: stderr %q, want %s", tc.version, b, tc.want)
 		}
+	}
+}
+
+// TestSayUnprovided: binding asked under TaskPlugin=task/affinity and a CPU
+// frequency on a node with cpufreq get an error line on the step's stderr;
+// under task/none, without cpufreq, or with no binding asked, nothing (as
+// stock, which then does nothing either).
+func TestSayUnprovided(t *testing.T) {
+	freq := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		plugin  string
+		launch  slurmproto.LaunchTasks
+		cpufreq string
+		want    []string
+	}{
+		{"affinity, cores and local", "task/affinity", slurmproto.LaunchTasks{CPUBindType: 0x0004 | 0x0001, MemBindType: 0x20}, "/nonexistent", []string{"--cpu-bind is not applied", "--mem-bind is not applied"}},
+		{"affinity, verbose and none only", "task/affinity,task/cgroup", slurmproto.LaunchTasks{CPUBindType: 0x0001 | 0x0020, MemBindType: 0x02}, "/nonexistent", nil},
+		{"task/none binds nothing on stock either", "task/none", slurmproto.LaunchTasks{CPUBindType: 0x0004}, "/nonexistent", nil},
+		{"cpu-freq with cpufreq", "task/none", slurmproto.LaunchTasks{CPUFreqMin: slurmproto.NoVal, CPUFreqMax: 2000000, CPUFreqGov: slurmproto.NoVal}, freq, []string{"--cpu-freq is not applied"}},
+		{"cpu-freq without cpufreq", "task/none", slurmproto.LaunchTasks{CPUFreqMax: 2000000}, "/nonexistent", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := cpufreqDir
+			cpufreqDir = tc.cpufreq
+			defer func() { cpufreqDir = old }()
+			path := filepath.Join(t.TempDir(), "err")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			launch := tc.launch
+			s := &Step{spec: &stepapi.StartSpec{NodeName: "n1", ProtocolVersion: slurmproto.Version2411, TaskPlugin: tc.plugin}, launch: &launch, log: hclog.NewNullLogger(), stderr: f}
+			s.sayUnprovided()
+			f.Close()
+			b, _ := os.ReadFile(path)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(tc.want) == 0 {
+				if len(b) != 0 {
+					t.Fatalf("stderr %q, want nothing", b)
+				}
+				return
+			}
+			if len(lines) != len(tc.want) {
+				t.Fatalf("stderr %q, want %d lines", b, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(lines[i], "slurmstepd-n1: error: ") || !strings.Contains(lines[i], w) {
+					t.Errorf("line %q, want an error line with %q", lines[i], w)
+				}
+			}
+		})
 	}
 }

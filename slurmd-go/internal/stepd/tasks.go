@@ -245,6 +245,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 	}
 	s.jobLogInit()
 	s.stepdLog(logDebug, "IO handler started pid=%d", os.Getpid())
+	s.sayUnprovided()
 	// mgr.c _fork_all_tasks: the step manager's own chdir as the user
 	// says so on the step's stderr first; each task then says it again.
 	var chdirErr error

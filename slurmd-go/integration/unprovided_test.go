@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 // TestContainer_Refused (issue 11, part 11; a compatibility limit of RFC 4): slurmd-go
@@ -66,4 +67,50 @@ func TestContainer_Refused(t *testing.T) {
 		n := strings.Count(readFileQuiet(log)[off:], "OCI container requested")
 		return n >= 2, fmt.Sprintf("node log has the refusal line %d times", n)
 	})
+}
+
+// TestAffinity_Unprovided (issue 11, part 11; a limit of RFC 4): slurmd-go has no
+// task/affinity. Under TaskPlugin=task/affinity, where stock would bind, an srun with
+// --cpu-bind or --mem-bind runs unbound and says so on its stderr, one line per node,
+// and the node daemon said at start that it has no task/affinity; without a binding
+// asked, nothing is said. slurmd-go's own behaviour (the cluster is slurmd-go's);
+// as the ordinary user.
+func TestAffinity_Unprovided(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Impl: cluster.ImplGo, Nodes: 2, ExtraConf: []string{"TaskPlugin=task/affinity"}})
+	srun := func(args ...string) (string, string) {
+		t.Helper()
+		out, errOut, err := c.Exec(t, cluster.Cmd{User: cluster.TestUser, Args: append([]string{"srun", "-N2", "-n2"}, args...)})
+		if err != nil {
+			t.Fatalf("srun %v: %v (stderr %q)", args, err, errOut)
+		}
+		return out, errOut
+	}
+	for _, tc := range []struct{ opt, want string }{
+		{"--cpu-bind=cores", "--cpu-bind is not applied"},
+		{"--mem-bind=local", "--mem-bind is not applied"},
+	} {
+		out, errOut := srun(tc.opt, "echo", "ran")
+		if out != "ran\nran\n" {
+			t.Errorf("srun %s: stdout %q, want both tasks to run", tc.opt, out)
+		}
+		// One line per node: "slurmstepd-<node>: error: ..." before 26.05, a
+		// timestamp instead of the name from 26.05, as each release's stock lines.
+		line := "error: task/affinity is not provided by slurmd-go: " + tc.want
+		if n := strings.Count(errOut, line); n != len(c.Nodes) {
+			t.Errorf("srun %s: stderr %q has %d lines %q, want one per node", tc.opt, errOut, n, line)
+		}
+		if c.ProtocolVersion < slurmproto.Version2605 {
+			for _, n := range c.NodeNames() {
+				if !strings.Contains(errOut, "slurmstepd-"+n+": "+line) {
+					t.Errorf("srun %s: stderr %q lacks node %s's line", tc.opt, errOut, n)
+				}
+			}
+		}
+	}
+	if _, errOut := srun("echo", "ran"); strings.Contains(errOut, "not provided") {
+		t.Errorf("srun without binding: stderr %q", errOut)
+	}
+	if log := readFileQuiet(c.NodeLog(c.Nodes[0].Name)); !strings.Contains(log, "slurmd-go has no task/affinity") {
+		t.Errorf("%s's log does not say it has no task/affinity", c.Nodes[0].Name)
+	}
 }
