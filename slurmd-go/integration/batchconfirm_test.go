@@ -87,6 +87,9 @@ func TestBatchLaunch_Unconfirmed(t *testing.T) {
 	off := len(readFileQuiet(log))
 
 	pid := c.NodePID(node)
+	if pid <= 0 {
+		t.Fatalf("no pid for node %s's daemon", node)
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +103,21 @@ func TestBatchLaunch_Unconfirmed(t *testing.T) {
 		}
 	}
 	defer resume()
+	// kill returns before every thread has stopped: wait until each is in state T.
+	c.WaitFor(t, "every thread of the node daemon to stop", rawReplyTimeout, func() (bool, string) {
+		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // the thread exited
+			}
+			// The state follows the ")" that ends the command name.
+			if i := strings.LastIndexByte(string(b), ')'); i < 0 || !strings.HasPrefix(string(b[i+1:]), " T") {
+				return false, f + " not stopped"
+			}
+		}
+		return len(stats) > 0, "no threads listed"
+	})
 	// The kernel completes the handshake and queues the request for the stopped daemon.
 	conn, err := net.DialTimeout("tcp", p.addr, rawReplyTimeout)
 	if err != nil {

@@ -42,15 +42,19 @@ func TestStepmgr_Refused(t *testing.T) {
 	// revoked"; after, slurmctld sends the SRUN_JOB_COMPLETE that would end it to
 	// the step manager node, which slurmd-go cannot relay (RFC 4), so srun waits
 	// on: timeout ends it here.
-	out, errOut, err := c.Exec(t, cluster.Cmd{User: cluster.TestUser, Args: []string{"timeout", "-s", "KILL", strconv.Itoa(int(stepmgrSrunBound / time.Second)), "srun", "-N2", "hostname"}})
+	out, errOut, err := c.Exec(t, cluster.Cmd{User: cluster.TestUser, Args: []string{"timeout", "-s", "KILL", strconv.Itoa(int(stepmgrSrunBound / time.Second)), "srun", "-J", "stepmgr-srun", "-N2", "hostname"}})
 	if err == nil || out != "" {
 		t.Errorf("srun under enable_stepmgr: err=%v stdout %q, want a failed srun that ran nothing", err, out)
 	}
 	if want := "srun: slurmd-go on node " + first + " " + reason; !strings.Contains(errOut, want) {
 		t.Errorf("srun's stderr %q lacks %q", errOut, want)
 	}
-	if f := c.WaitJob(t, "1", shortJobTimeout, cluster.JobTerminalStates...); f["JobState"] != "CANCELLED" {
-		t.Errorf("srun's job 1 %s, want CANCELLED", f["JobState"])
+	ids, _, err := c.Exec(t, cluster.Cmd{Args: []string{"squeue", "-h", "-t", "all", "-n", "stepmgr-srun", "-o", "%i"}})
+	if ids = strings.TrimSpace(ids); err != nil || ids == "" || strings.Contains(ids, "\n") {
+		t.Fatalf("srun's job: squeue %q, %v", ids, err)
+	}
+	if f := c.WaitJob(t, ids, shortJobTimeout, cluster.JobTerminalStates...); f["JobState"] != "CANCELLED" {
+		t.Errorf("srun's job %s %s, want CANCELLED", ids, f["JobState"])
 	}
 
 	dir := c.WorkDir(t, cluster.TestUser, "stepmgr")

@@ -30,12 +30,7 @@ const (
 // launch; a non-zero rc is the answer. A zero rc means the caller replies
 // RC 0 and the launch goes on in the background (StartBatch).
 func (m *Manager) AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32 {
-	if containerRefused(m.log.With("job_id", msg.JobID), m.cfg().Conf.File, msg.Container) {
-		// slurmctld ends a batch job whose launch is refused ("Killing
-		// non-startable batch job"); the user reads why in its stderr.
-		m.jobStderrLine(msg, "slurmd-go: error: --container: this node has oci.conf, and slurmd-go does not run OCI containers; job not started\n")
-		return slurmproto.ESlurmContainerNotConfigured
-	}
+	noContainer := containerRefused(m.log.With("job_id", msg.JobID), m.cfg().Conf.File, msg.Container)
 	j, revoked := m.incarnation(msg.JobID, msg.UID, msg.GID, credTime(msg.Cred))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -46,6 +41,17 @@ func (m *Manager) AcceptBatch(msg *slurmproto.BatchJobLaunch) uint32 {
 	if j.launching > 0 || len(m.stepsOfLocked(msg.JobID, slurmproto.StepIDBatch)) > 0 {
 		m.log.Error("job already running, do not launch second copy", "job_id", msg.JobID)
 		return slurmproto.ESlurmDuplicateJobID
+	}
+	if noContainer {
+		// slurmctld ends a batch job whose launch is refused ("Killing
+		// non-startable batch job"); the user reads why in its stderr,
+		// written apart from the answer (the work directory may be slow).
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.jobStderrLine(msg, "slurmd-go: error: --container: this node has oci.conf, and slurmd-go does not run OCI containers; job not started\n")
+		}()
+		return slurmproto.ESlurmContainerNotConfigured
 	}
 	j.launching++
 	return 0
@@ -90,12 +96,6 @@ func (m *Manager) StartBatch(version uint16, raw []byte, msg *slurmproto.BatchJo
 			return
 		}
 		rc, prologRan := m.startBatch(ctx, version, raw, msg)
-		// startBatch waited for the job's Prolog, so a cancellation this
-		// node decided at REQUEST_LAUNCH_PROLOG is known by now: the job's
-		// own output tells its user why.
-		if note := m.takeCancelNote(msg.JobID); note != "" {
-			m.jobStderrLine(msg, "slurmd-go: error: "+note+"\n")
-		}
 		if rc != 0 {
 			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
 			m.prologFailed(rc, prologRan)
@@ -138,6 +138,14 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 			m.prologError(msg, st)
 		}
 		return rc, ranHere
+	}
+	// The Prolog has run, so a cancellation this node decided at
+	// REQUEST_LAUNCH_PROLOG is known: the script is not started, and its
+	// output tells the user why.
+	if note := m.takeCancelNote(msg.JobID); note != "" {
+		log.Info("job cancelled by this node, not launching")
+		m.jobStderrLine(msg, "slurmd-go: error: "+note+"\n")
+		return 0, false
 	}
 	envCtx, endWait := m.jobContext(ctx, j)
 	userEnv, rc := m.userEnv(envCtx, msg)
@@ -401,13 +409,7 @@ func (m *Manager) launchFailed(ctx context.Context, jobID uint32, step slurmprot
 	}
 	// 26.05 names the job by the failed launch's step id.
 	req := &slurmproto.JobRequeue{JobID: jobID, StepID: step, Flags: requeueFlags(m.protocol(), rc, m.cfg().Conf.SchedulerParameters)}
-	// Each request has its own bound, as each of stock's RPCs.
-	call := func(body slurmproto.Body) (slurmproto.Body, error) {
-		cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
-		defer cancel()
-		return m.ctld.Call(cctx, body, authUIDAny)
-	}
-	reply, err := call(req)
+	reply, err := m.ctldCall(ctx, req)
 	if err != nil {
 		m.log.Error("cannot requeue job after launch failure", "job_id", jobID, "rc", slurmproto.RCName(rc), "error", err)
 		return
@@ -464,15 +466,21 @@ func (m *Manager) takeCancelNote(jobID uint32) string {
 // it is empty, then cancels the job as scancel would (REQUEST_KILL_JOB),
 // each request with its own bound.
 func (m *Manager) cancelJob(ctx context.Context, jobID uint32, note string) {
-	call := func(body slurmproto.Body) error {
-		cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
-		defer cancel()
-		_, err := m.ctld.Call(cctx, body, authUIDAny)
-		return err
+	// refused is the error of a request slurmctld could not be asked or
+	// answered with a code (ESLURM_ALREADY_DONE: the job ended already).
+	refused := func(body slurmproto.Body) error {
+		reply, err := m.ctldCall(ctx, body)
+		if err != nil {
+			return err
+		}
+		if r, ok := reply.(*slurmproto.ReturnCode); ok && r.RC != 0 && r.RC != slurmproto.ESlurmAlreadyDone {
+			return fmt.Errorf("slurmctld answered %s", slurmproto.RCName(r.RC))
+		}
+		return nil
 	}
 	if note != "" {
 		n := &slurmproto.JobNotify{StepID: slurmproto.StepID{JobID: jobID, StepID: slurmproto.NoVal, StepHetComp: slurmproto.NoVal}, Message: note}
-		if err := call(n); err != nil {
+		if err := refused(n); err != nil {
 			m.log.Error("cannot notify job", "job_id", jobID, "note", note, "error", err)
 		}
 	}
@@ -481,9 +489,17 @@ func (m *Manager) cancelJob(ctx context.Context, jobID uint32, note string) {
 	if m.protocol() >= slurmproto.Version2411 {
 		kill.Flags = killArrayTask // this task of an array job only
 	}
-	if err := call(kill); err != nil {
+	if err := refused(kill); err != nil {
 		m.log.Error("cannot cancel job", "job_id", jobID, "error", err)
 	}
+}
+
+// ctldCall sends body to slurmctld and returns its answer, bounded as each
+// of stock's RPCs (2x MessageTimeout).
+func (m *Manager) ctldCall(ctx context.Context, body slurmproto.Body) (slurmproto.Body, error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*m.cfg().MessageTimeout())
+	defer cancel()
+	return m.ctld.Call(cctx, body, authUIDAny)
 }
 
 // requeueFlags are the flags of the REQUEST_JOB_REQUEUE that reports a
@@ -520,9 +536,10 @@ func (m *Manager) LaunchProlog(version uint16, raw []byte, msg *slurmproto.Launc
 	// slurmctld hands the job's step management to its first node's extern
 	// step: its steps would wait for a step manager that is not there. The
 	// first node cancels the job with the reason instead of leaving it
-	// hanging; the prolog and extern step still run as for any job, so that
-	// the cancelled job ends as a cancelled job does (no Prolog failure,
-	// which would drain the node).
+	// hanging; the prolog and extern step still run first as for any job, so
+	// that the cancelled job ends as a cancelled job does (no Prolog failure,
+	// which would drain the node), and its batch script is not started
+	// (startBatch).
 	note := ""
 	if len(msg.StepmgrJob) > 0 && m.nodeIndex(msg.Nodes) == 0 {
 		note = "slurmd-go on node " + m.cfg().NodeName + " does not serve step management (--stepmgr, SlurmctldParameters=enable_stepmgr): job cancelled"
@@ -533,9 +550,6 @@ func (m *Manager) LaunchProlog(version uint16, raw []byte, msg *slurmproto.Launc
 	go func() {
 		defer m.wg.Done()
 		ctx := context.Background()
-		if note != "" {
-			m.cancelJob(ctx, msg.JobID, note)
-		}
 		rc, ranHere := m.prologOnce(ctx, j, scriptJob{
 			JobID: msg.JobID, HetJobID: msg.HetJobID, UID: msg.UID, GID: msg.GID,
 			UserName: msg.UserName, WorkDir: msg.WorkDir, Nodes: msg.Nodes,
@@ -553,6 +567,12 @@ func (m *Manager) LaunchProlog(version uint16, raw []byte, msg *slurmproto.Launc
 		if rc != 0 {
 			m.launchFailed(ctx, msg.JobID, credStep(msg.Cred), rc)
 			m.prologFailed(rc, ranHere)
+			return
+		}
+		if note != "" {
+			// After the Prolog, so that the job's end (its Epilog) comes
+			// after it, as for any cancelled job.
+			m.cancelJob(ctx, msg.JobID, note)
 		}
 	}()
 }

@@ -676,7 +676,7 @@ func encLaunchProlog(p *Packer, v uint16, m *LaunchProlog) error {
 	if v == Version2205 {
 		p.Str(m.UserName)
 	} else {
-		p.Bool(m.StepmgrJob != nil)
+		p.Bool(len(m.StepmgrJob) > 0)
 		p.Raw(m.StepmgrJob)
 	}
 	return nil
