@@ -386,6 +386,8 @@ func TestForwarding_TreeWidth(t *testing.T) {
 		}
 		return false, "no node log has " + strconv.Quote(marker)
 	})
+	// The job's nodes are COMPLETING until each has reported its Epilog.
+	c.WaitNodes(t, "idle", c.NodeNames(), nodeIdleTimeout)
 	// Hold: two more ping rounds with forwarding, nobody NOT_RESPONDING.
 	deadline := time.Now().Add(2*c.PingInterval + 2*time.Second)
 	for time.Now().Before(deadline) {
