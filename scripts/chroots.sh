@@ -15,7 +15,7 @@ base=${TIEE_CHROOT_DIR:-/var/lib/tiee/chroots}
 mirror=${TIEE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 binds=${TIEE_CHROOT_BIND:-$repo}
-pkgs=(slurmctld slurmd slurm-client munge libslurm-dev iproute2 procps util-linux strace expect python3 gcc libc6-dev libpam-slurm-adopt pamtester)
+pkgs=(slurmctld slurmd slurm-client munge libslurm-dev iproute2 procps util-linux strace expect python3 gcc libc6-dev libpam-slurm-adopt pamtester mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py)
 
 suite_of() {
   case "$1" in

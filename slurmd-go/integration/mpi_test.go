@@ -1,0 +1,221 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+)
+
+// The MPI test's bounds and sizes.
+const (
+	mpiTimeout  = 3 * time.Minute // one MPI step: 8 busy-polling ranks per cluster on 2 CPUs
+	mpiBigTime  = 6 * time.Minute // the 64-rank step, one cluster at a time
+	mpiNodes    = 4
+	mpiRanks    = 8
+	mpiBigRanks = 64
+	mpi4pyRanks = 4
+)
+
+// mpiFlavour is one MPI implementation of Debian and the PMI srun gives it.
+type mpiFlavour struct {
+	name  string // subtest name
+	mpicc string // Debian's compiler wrapper for it
+	bin   string // the program built with it
+	mpi   string // srun --mpi=
+	env   []string
+}
+
+var (
+	mpich = mpiFlavour{name: "MPICH_pmi2", mpicc: "mpicc.mpich", bin: "hello_mpich", mpi: "pmi2"}
+	// Ranks of different nodes share this host: Open MPI's shared-memory
+	// transport would take them for neighbours, so TCP only (as on stock).
+	openmpi = mpiFlavour{name: "OpenMPI_pmix", mpicc: "mpicc.openmpi", bin: "hello_ompi", mpi: "pmix", env: []string{"OMPI_MCA_btl=self,tcp"}}
+)
+
+// barrierRe is hello's timing line (rank 0's stderr), which differs from run to run.
+var barrierRe = regexp.MustCompile(`(?m)^barrier took ([0-9.]+) s\n`)
+
+// TestMPI (issue 12): real MPI programs under srun's PMI plugins, on 4 nodes, as
+// root and as the ordinary user, compared with the stock daemon in the same run:
+// MPICH under --mpi=pmi2 and Open MPI under --mpi=pmix (hello with ranks and nodes,
+// an allreduce whose sum each rank checks, a timed barrier), a rank that exits
+// non-zero or is killed, mpi4py's allreduce, and 64 ranks oversubscribed.
+func TestMPI(t *testing.T) {
+	p := startPair(t, mpiOptions(t))
+	src, err := filepath.Abs("testdata/mpi/hello.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One build per cluster and flavour, in the ordinary user's directory (root
+	// runs it from there too): each release's own MPI in its chroot.
+	dirs := workDirs(t, p, cluster.TestUser, "mpi")
+	for _, c := range p.both() {
+		for _, f := range []mpiFlavour{mpich, openmpi} {
+			out, errOut, err := c.Exec(t, cluster.Cmd{User: cluster.TestUser, Dir: dirs[c], Args: []string{f.mpicc, "-O2", "-o", f.bin, src}})
+			if err != nil {
+				t.Fatalf("%s: %s: %v\n%s%s", p.label(c), f.mpicc, err, out, errOut)
+			}
+		}
+	}
+	for _, f := range []mpiFlavour{mpich, openmpi} {
+		t.Run(f.name, func(t *testing.T) {
+			for _, user := range []string{"root", cluster.TestUser} {
+				t.Run(user, func(t *testing.T) { testMPIHello(t, p, dirs, f, user) })
+			}
+			t.Run("RankExits", func(t *testing.T) { testMPIRankFails(t, p, dirs, f, "exit=3", 128+15) })
+			t.Run("RankKilled", func(t *testing.T) { testMPIRankFails(t, p, dirs, f, "kill=5", 128+15) })
+		})
+	}
+	t.Run("MPI4py", func(t *testing.T) { testMPI4py(t, p, dirs) })
+	t.Run("Oversubscribed64", func(t *testing.T) { testMPIOversubscribed(t, p, dirs) })
+}
+
+// mpiOptions is srunOptions with TmpFS=<dir>/%n, a directory of its own per node:
+// the PMIx server's directories there are named by uid, job and step only and
+// would collide in one host's /tmp. Plain directories: stock's pmixp_mkdir opens
+// the parent without following a symlink.
+func mpiOptions(t *testing.T) func(impl string) cluster.Options {
+	root, err := os.MkdirTemp("", "ti-mpi-tmpfs-")
+	if err == nil {
+		err = os.Chmod(root, 0o755) // MkdirTemp's 0700 would shut the user out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	return func(impl string) cluster.Options {
+		o := srunOptions(impl)
+		for i := 1; i <= mpiNodes; i++ {
+			// Sticky and world-writable as /tmp: the tasks' TMPDIR.
+			dir := filepath.Join(root, fmt.Sprintf("%s%d", o.NodePrefix, i))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.Nodes = mpiNodes
+		o.ExtraConf = append(o.ExtraConf, "TmpFS="+root+"/%n")
+		return o
+	}
+}
+
+// mpiSrun runs srun with an MPI flavour's environment on c.
+func mpiSrun(t *testing.T, c *cluster.Cluster, user, dir string, f mpiFlavour, timeout time.Duration, args ...string) cluster.Result {
+	bc := srunCmd(user, dir, timeout, append([]string{"--mpi=" + f.mpi}, args...)...)
+	bc.Env = f.env
+	return withSlot(c, func() cluster.Result { return c.RunClient(t, bc) })
+}
+
+// helloLines is what hello prints on stdout for n ranks placed in blocks on
+// mpiNodes nodes (srun's default distribution), node names normalized.
+func helloLines(n, nodes int) []string {
+	var want []string
+	per := (n + nodes - 1) / nodes
+	for r := 0; r < n; r++ {
+		want = append(want, fmt.Sprintf("hello from rank %d of %d on <NODE>%d", r, n, r/per+1))
+	}
+	return append(want, fmt.Sprintf("allreduce sum %d of %d ranks ok", n*(n+1)/2, n))
+}
+
+// barrierTime takes hello's barrier line out of stderr and checks that it holds a
+// time.
+func barrierTime(t *testing.T, label, stderr string) (string, time.Duration) {
+	t.Helper()
+	m := barrierRe.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Errorf("%s: no barrier time on stderr: %q", label, stderr)
+		return stderr, 0
+	}
+	secs, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Errorf("%s: barrier time %q: %v", label, m[1], err)
+	}
+	return barrierRe.ReplaceAllString(stderr, ""), time.Duration(secs * float64(time.Second))
+}
+
+// testMPIHello: 8 ranks on 4 nodes start, find each other, reduce and meet at a
+// barrier; the output and exit status are stock's.
+func testMPIHello(t *testing.T, p pair, dirs map[*cluster.Cluster]string, f mpiFlavour, user string) {
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return mpiSrun(t, c, user, dirs[c], f, mpiTimeout, "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(mpiRanks), "./"+f.bin)
+	})
+	wantExit(t, p, ref, sut, 0)
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, helloLines(mpiRanks, mpiNodes))
+	refErr, refBarrier := barrierTime(t, p.label(p.ref), ref.Stderr)
+	sutErr, sutBarrier := barrierTime(t, p.label(p.sut), sut.Stderr)
+	sameLines(t, p, "stderr", refErr, sutErr, nil)
+	t.Logf("%s %s: barrier %v (stock) %v (%s); srun %v (stock) %v", f.name, user, refBarrier, sutBarrier, p.sut.Impl, ref.Elapsed, sut.Elapsed)
+}
+
+// testMPIRankFails: one rank exits 1 (or is killed) after the barrier, without
+// MPI_Finalize, while the others wait; with --kill-on-bad-exit srun terminates the
+// step (SIGTERM: srun exits 128+15). The status and srun's lines about the failed
+// rank are stock's; how srun groups the other tasks' lines depends on when each
+// node's exits reach it, so those are not compared.
+func testMPIRankFails(t *testing.T, p pair, dirs map[*cluster.Cluster]string, f mpiFlavour, arg string, want int) {
+	rank := strings.SplitN(arg, "=", 2)[1]
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return mpiSrun(t, c, cluster.TestUser, dirs[c], f, mpiTimeout, "-K", "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(mpiRanks), "./"+f.bin, arg)
+	})
+	wantExit(t, p, ref, sut, want)
+	about := func(s string) string {
+		var keep []string
+		for _, l := range strings.Split(s, "\n") {
+			if strings.Contains(l, "task "+rank+":") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	sameLines(t, p, "srun's lines about task "+rank, about(ref.Stderr), about(sut.Stderr), nil)
+	if about(ref.Stderr) == "" {
+		t.Errorf("%s: srun said nothing about task %s: %q", p.label(p.ref), rank, ref.Stderr)
+	}
+	for _, r := range []cluster.Result{ref, sut} {
+		if !strings.Contains(r.Stdout, fmt.Sprintf("allreduce sum %d of %d ranks ok", mpiRanks*(mpiRanks+1)/2, mpiRanks)) {
+			t.Errorf("the ranks did not reduce before rank %s failed: %v", rank, r)
+		}
+	}
+}
+
+// testMPI4py: mpi4py (Debian's, on Open MPI) reduces over 4 ranks on 4 nodes.
+func testMPI4py(t *testing.T, p pair, dirs map[*cluster.Cluster]string) {
+	prog := "from mpi4py import MPI\nc = MPI.COMM_WORLD\nprint('rank', c.Get_rank(), 'of', c.Get_size(), 'sum', c.allreduce(c.Get_rank() + 1))\n"
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		return mpiSrun(t, c, cluster.TestUser, dirs[c], openmpi, mpiTimeout, "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(mpi4pyRanks), "python3", "-c", prog)
+	})
+	wantExit(t, p, ref, sut, 0)
+	var want []string
+	for r := 0; r < mpi4pyRanks; r++ {
+		want = append(want, fmt.Sprintf("rank %d of %d sum %d", r, mpi4pyRanks, mpi4pyRanks*(mpi4pyRanks+1)/2))
+	}
+	sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, want)
+	sameLines(t, p, "stderr", ref.Stderr, sut.Stderr, nil)
+}
+
+// testMPIOversubscribed: 64 MPICH ranks on 4 nodes (-O: more ranks than CPUs)
+// complete, one cluster after the other (128 busy ranks at once would only
+// measure this machine). Its startup time is a benchmark in bench/, not timed here.
+func testMPIOversubscribed(t *testing.T, p pair, dirs map[*cluster.Cluster]string) {
+	var res [2]cluster.Result
+	for i, c := range p.both() {
+		res[i] = mpiSrun(t, c, cluster.TestUser, dirs[c], mpich, mpiBigTime, "-O", "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(mpiBigRanks), "./"+mpich.bin)
+	}
+	wantExit(t, p, res[0], res[1], 0)
+	sameLines(t, p, "stdout", res[0].Stdout, res[1].Stdout, helloLines(mpiBigRanks, mpiNodes))
+	refErr, _ := barrierTime(t, p.label(p.ref), res[0].Stderr)
+	sutErr, _ := barrierTime(t, p.label(p.sut), res[1].Stderr)
+	sameLines(t, p, "stderr", refErr, sutErr, nil)
+	t.Logf("64 ranks: srun %v (stock) %v (%s)", res[0].Elapsed, res[1].Elapsed, p.sut.Impl)
+}
