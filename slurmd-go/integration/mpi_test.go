@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,9 @@ const (
 	mpiRanks    = 8
 	mpiBigRanks = 64
 	mpi4pyRanks = 4
+	// MpiParams=ports=: slurmctld's range for --resv-ports, clear of the harness's
+	// daemon ports (20000-27799) and the hand-started ones (28000-28499).
+	mpiResvLow, mpiResvHigh = 31000, 31999
 )
 
 // mpiFlavour is one MPI implementation of Debian and the PMI srun gives it.
@@ -32,13 +36,21 @@ type mpiFlavour struct {
 	bin   string // the program built with it
 	mpi   string // srun --mpi=
 	env   []string
+	// failExits are the statuses srun -K exits with when one rank fails: 128+15
+	// when srun's SIGTERM ends the waiting ranks. Open MPI 5 (24.11's trixie)
+	// also hears of the failure through its PMIx server's event and aborts the
+	// ranks itself (status 14) or dies of the step's SIGKILL, whichever is first:
+	// stock's races, the same on either daemon.
+	failExits []int
 }
 
 var (
-	mpich = mpiFlavour{name: "MPICH_pmi2", mpicc: "mpicc.mpich", bin: "hello_mpich", mpi: "pmi2"}
+	mpich = mpiFlavour{name: "MPICH_pmi2", mpicc: "mpicc.mpich", bin: "hello_mpich", mpi: "pmi2", failExits: []int{128 + 15}}
 	// Ranks of different nodes share this host: Open MPI's shared-memory
-	// transport would take them for neighbours, so TCP only (as on stock).
-	openmpi = mpiFlavour{name: "OpenMPI_pmix", mpicc: "mpicc.openmpi", bin: "hello_ompi", mpi: "pmix", env: []string{"OMPI_MCA_btl=self,tcp"}}
+	// transport would take them for neighbours, so TCP only (as on stock), and
+	// over loopback, which Open MPI 5 (24.11's trixie) otherwise excludes and
+	// then finds no "reachable pairing" between the ranks.
+	openmpi = mpiFlavour{name: "OpenMPI_pmix", mpicc: "mpicc.openmpi", bin: "hello_ompi", mpi: "pmix", env: []string{"OMPI_MCA_btl=self,tcp", "OMPI_MCA_btl_tcp_if_include=lo"}, failExits: []int{128 + 15, 14, 128 + 9}}
 )
 
 // barrierRe is hello's timing line (rank 0's stderr), which differs from run to run.
@@ -71,11 +83,12 @@ func TestMPI(t *testing.T) {
 			for _, user := range []string{"root", cluster.TestUser} {
 				t.Run(user, func(t *testing.T) { testMPIHello(t, p, dirs, f, user) })
 			}
-			t.Run("RankExits", func(t *testing.T) { testMPIRankFails(t, p, dirs, f, "exit=3", 128+15) })
-			t.Run("RankKilled", func(t *testing.T) { testMPIRankFails(t, p, dirs, f, "kill=5", 128+15) })
+			t.Run("RankExits", func(t *testing.T) { testMPIRankFails(t, p, dirs, f, "exit=3") })
+			t.Run("RankKilled", func(t *testing.T) { testMPIRankFails(t, p, dirs, f, "kill=5") })
 		})
 	}
 	t.Run("MPI4py", func(t *testing.T) { testMPI4py(t, p, dirs) })
+	t.Run("Contract", func(t *testing.T) { testMPIContract(t, p, dirs) })
 	t.Run("Oversubscribed64", func(t *testing.T) { testMPIOversubscribed(t, p, dirs) })
 }
 
@@ -105,7 +118,7 @@ func mpiOptions(t *testing.T) func(impl string) cluster.Options {
 			}
 		}
 		o.Nodes = mpiNodes
-		o.ExtraConf = append(o.ExtraConf, "TmpFS="+root+"/%n")
+		o.ExtraConf = append(o.ExtraConf, "TmpFS="+root+"/%n", fmt.Sprintf("MpiParams=ports=%d-%d", mpiResvLow, mpiResvHigh))
 		return o
 	}
 }
@@ -160,15 +173,24 @@ func testMPIHello(t *testing.T, p pair, dirs map[*cluster.Cluster]string, f mpiF
 
 // testMPIRankFails: one rank exits 1 (or is killed) after the barrier, without
 // MPI_Finalize, while the others wait; with --kill-on-bad-exit srun terminates the
-// step (SIGTERM: srun exits 128+15). The status and srun's lines about the failed
-// rank are stock's; how srun groups the other tasks' lines depends on when each
+// step (see failExits). The status and srun's lines about the failed rank are
+// stock's; how srun groups the other tasks' lines depends on when each
 // node's exits reach it, so those are not compared.
-func testMPIRankFails(t *testing.T, p pair, dirs map[*cluster.Cluster]string, f mpiFlavour, arg string, want int) {
+func testMPIRankFails(t *testing.T, p pair, dirs map[*cluster.Cluster]string, f mpiFlavour, arg string) {
 	rank := strings.SplitN(arg, "=", 2)[1]
 	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
 		return mpiSrun(t, c, cluster.TestUser, dirs[c], f, mpiTimeout, "-K", "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(mpiRanks), "./"+f.bin, arg)
 	})
-	wantExit(t, p, ref, sut, want)
+	ended(t, p, p.ref, ref)
+	ended(t, p, p.sut, sut)
+	for _, x := range []struct {
+		c *cluster.Cluster
+		r cluster.Result
+	}{{p.ref, ref}, {p.sut, sut}} {
+		if !slices.Contains(f.failExits, x.r.ExitCode) {
+			t.Errorf("%s: exit status %d, want one of %v: %v", p.label(x.c), x.r.ExitCode, f.failExits, x.r)
+		}
+	}
 	about := func(s string) string {
 		var keep []string
 		for _, l := range strings.Split(s, "\n") {
@@ -218,4 +240,65 @@ func testMPIOversubscribed(t *testing.T, p pair, dirs map[*cluster.Cluster]strin
 	sutErr, _ := barrierTime(t, p.label(p.sut), res[1].Stderr)
 	sameLines(t, p, "stderr", refErr, sutErr, nil)
 	t.Logf("64 ranks: srun %v (stock) %v (%s)", res[0].Elapsed, res[1].Elapsed, p.sut.Impl)
+}
+
+// mpiResvRe is SLURM_STEP_RESV_PORTS as slurmctld writes it: a port or a range.
+var mpiResvRe = regexp.MustCompile(`^([0-9]+)(?:-([0-9]+))?$`)
+
+// testMPIContract: the rest of the mpi plugin contract, as on stock nodes.
+// --mpi=list is srun's own (it lists the plugins it can load, asking no daemon);
+// --mpi=none gives the tasks no PMI; --resv-ports under MpiParams=ports= gives
+// every task the step's reserved ports.
+func testMPIContract(t *testing.T, p pair, dirs map[*cluster.Cluster]string) {
+	none := mpiFlavour{mpi: "none"}
+	t.Run("List", func(t *testing.T) {
+		ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+			return withSlot(c, func() cluster.Result {
+				return c.RunClient(t, cluster.BgCmd{Cmd: cluster.Cmd{User: cluster.TestUser, Dir: dirs[c], CleanEnv: true, Args: []string{"srun", "--mpi=list"}}, Timeout: srunTimeout})
+			})
+		})
+		wantExit(t, p, ref, sut, 0)
+		for _, name := range []string{"pmi2", "pmix", "none"} {
+			if !strings.Contains(ref.Stdout+ref.Stderr, name) {
+				t.Errorf("%s: srun --mpi=list does not list %s: %v", p.label(p.ref), name, ref)
+			}
+		}
+		sameLines(t, p, "srun --mpi=list", ref.Stdout+ref.Stderr, sut.Stdout+sut.Stderr, nil)
+	})
+	t.Run("None", func(t *testing.T) {
+		ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+			return mpiSrun(t, c, cluster.TestUser, dirs[c], none, srunTimeout, "-N2", "-n2", "sh", "-c", `echo "$SLURM_PROCID PMI_FD=$PMI_FD PMI_RANK=$PMI_RANK PMIX_RANK=$PMIX_RANK SLURM_MPI_TYPE=$SLURM_MPI_TYPE"`)
+		})
+		wantExit(t, p, ref, sut, 0)
+		sameLines(t, p, "stdout", ref.Stdout, sut.Stdout, []string{
+			"0 PMI_FD= PMI_RANK= PMIX_RANK= SLURM_MPI_TYPE=", "1 PMI_FD= PMI_RANK= PMIX_RANK= SLURM_MPI_TYPE="})
+		sameLines(t, p, "stderr", ref.Stderr, sut.Stderr, nil)
+	})
+	t.Run("ResvPorts", func(t *testing.T) {
+		ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+			return mpiSrun(t, c, cluster.TestUser, dirs[c], mpich, srunTimeout, "--resv-ports", "-N4", "-n4", "printenv", "SLURM_STEP_RESV_PORTS")
+		})
+		wantExit(t, p, ref, sut, 0)
+		for _, x := range []struct {
+			c *cluster.Cluster
+			r cluster.Result
+		}{{p.ref, ref}, {p.sut, sut}} {
+			lines := sortedLines(x.r.Stdout)
+			if len(lines) != 4 || lines[0] != lines[3] {
+				t.Errorf("%s: the 4 tasks' SLURM_STEP_RESV_PORTS %q, want one value for all", p.label(x.c), lines)
+				continue
+			}
+			m := mpiResvRe.FindStringSubmatch(lines[0])
+			if m == nil {
+				t.Errorf("%s: SLURM_STEP_RESV_PORTS=%q is no port range", p.label(x.c), lines[0])
+				continue
+			}
+			for _, v := range m[1:] {
+				if n, err := strconv.Atoi(v); v != "" && (err != nil || n < mpiResvLow || n > mpiResvHigh) {
+					t.Errorf("%s: SLURM_STEP_RESV_PORTS=%q outside MpiParams=ports=%d-%d", p.label(x.c), lines[0], mpiResvLow, mpiResvHigh)
+				}
+			}
+		}
+		sameLines(t, p, "stderr", ref.Stderr, sut.Stderr, nil)
+	})
 }
