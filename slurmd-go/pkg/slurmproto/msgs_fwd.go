@@ -1,0 +1,33 @@
+package slurmproto
+
+// ForwardData is REQUEST_FORWARD_DATA (forward_data_msg_t): the mpi/pmi2
+// and mpi/pmix step managers and srun hand Data to a unix socket on a node
+// through its slurmd. Address may hold %n/%h, which the receiving slurmd
+// expands with its node name. Len is sent apart from Data's own length
+// (pack32 then packmem), and slurmd writes Len bytes; the two can disagree
+// on the wire, so the handler checks them. The layout is the same in 22.05,
+// 24.11 and 26.05.
+type ForwardData struct {
+	Address string
+	Len     uint32
+	Data    []byte
+}
+
+// MsgType implements Body.
+func (ForwardData) MsgType() MsgType { return RequestForwardData }
+
+func init() {
+	RegisterBody(RequestForwardData, typedCodec(spoken,
+		func(p *Packer, _ uint16, m *ForwardData) error {
+			p.Str(m.Address)
+			p.U32(m.Len)
+			p.Mem(m.Data)
+			return nil
+		},
+		func(u *Unpacker, _ uint16, _ MsgType, m *ForwardData) error {
+			m.Address, _ = u.Str()
+			m.Len, _ = u.U32()
+			m.Data, _ = u.Mem()
+			return nil
+		}))
+}
