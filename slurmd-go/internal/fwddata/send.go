@@ -27,13 +27,19 @@ type Caller interface {
 type Resolver func(node string) (addr string, ok bool)
 
 // ConfResolver reads slurm.conf at path (leniently: the step only needs
-// the node lines) and resolves node names as slurmd does: NodeAddr, else
-// the name, with the node's Port, else SlurmdPort.
+// the node lines) and resolves its node names (NewResolver).
 func ConfResolver(path string) (Resolver, error) {
 	conf, err := slurmconf.Load(path, slurmconf.Options{Version: slurmconf.Lenient})
 	if err != nil {
 		return nil, fmt.Errorf("fwddata: read %s: %w", path, err)
 	}
+	return NewResolver(conf), nil
+}
+
+// NewResolver resolves node names of conf as slurmd does: NodeAddr (which
+// defaults to NodeHostname), else the name, with the node's Port, else
+// SlurmdPort.
+func NewResolver(conf *slurmconf.Config) Resolver {
 	return func(name string) (string, bool) {
 		n, ok := conf.Node(name)
 		if !ok {
@@ -48,7 +54,7 @@ func ConfResolver(path string) (Resolver, error) {
 			port = conf.SlurmdPort
 		}
 		return net.JoinHostPort(host, strconv.Itoa(int(port))), true
-	}, nil
+	}
 }
 
 // Error is Send's failure: the nodes whose slurmd refused or could not be

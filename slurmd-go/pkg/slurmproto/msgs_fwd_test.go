@@ -10,6 +10,7 @@ func fwdSampleBodies() []Body {
 	return []Body{
 		&ForwardData{Address: "/var/spool/slurmd/sock.pmi2.7.0", Len: 3, Data: []byte{1, 2, 3}},
 		&ForwardData{Address: "%n/sock", Len: 0},
+		&JobStepKill{StepID: StepID{JobID: 7, StepID: 0, StepHetComp: NoVal}, Signal: 9},
 	}
 }
 
@@ -79,5 +80,18 @@ func TestGoldenForwardData(t *testing.T) {
 				t.Errorf("EncodeBody(want): %v", err)
 			}
 		})
+	}
+}
+
+// TestJobStepKill_Layout: pack_step_id, packstr sjob_id, packstr sibling,
+// pack16 signal, pack16 flags (22.05 _pack_job_step_kill_msg).
+func TestJobStepKill_Layout(t *testing.T) {
+	enc, err := EncodeBody(Version2205, &JobStepKill{StepID: StepID{JobID: 7, StepID: 1, StepHetComp: NoVal}, Signal: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0, 0, 0, 7, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0}
+	if !bytes.Equal(enc, want) {
+		t.Fatalf("got %x want %x", enc, want)
 	}
 }
