@@ -119,6 +119,7 @@ func (s *Step) mpiPrefork() bool {
 	if err != nil {
 		s.log.Error("Failed mpi_g_slurmstepd_prefork", "error", err)
 		s.errorLine("%v", err)
+		s.errorLine("Failed mpi_g_slurmstepd_prefork")
 		return false
 	}
 	s.mpi = h
