@@ -82,7 +82,8 @@ func RegisterMPIHost(pluginID uint32, newHost func(*MPIStep) (MPIHost, error)) {
 func (s *Step) newMPIHost() (MPIHost, error) {
 	m := s.launch
 	id := m.MPIPluginID
-	if mpiNone(id) {
+	// mgr.c: the interactive step (salloc's) gets no MPI hooks.
+	if mpiNone(id) || s.id.StepID == slurmproto.StepIDInteractive {
 		return nil, nil
 	}
 	newHost, ok := mpiHosts[id]
