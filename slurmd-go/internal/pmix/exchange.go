@@ -48,6 +48,7 @@ type exchange struct {
 	address string
 	timeout time.Duration
 	fatal   func(error)
+	onAbort func(status int32, rank uint32, msg string) // nil: fatal
 
 	mu        sync.Mutex
 	seq       map[string]int         // guarded by mu: fences seen per proc set
@@ -284,8 +285,14 @@ func (e *exchange) modexDeliver(id uint32, status int32, data []byte) {
 	}
 }
 
-// abort is a rank's PMIx_Abort: stock kills the step (events).
+// abort is a rank's PMIx_Abort (events): stock tells srun the status and
+// kills the step (pmixp_lib_abort).
 func (e *exchange) abort(status int32, rank uint32, msg string) {
+	e.log.Error("PMIx_Abort", "rank", rank, "status", status, "message", msg)
+	if e.onAbort != nil {
+		e.onAbort(status, rank, msg)
+		return
+	}
 	e.fatal(fmt.Errorf("pmix: rank %d called PMIx_Abort (status %d): %s", rank, status, msg))
 }
 

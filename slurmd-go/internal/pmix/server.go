@@ -23,8 +23,10 @@ const (
 	DefaultTimeout = 300 * time.Second
 	// inboundReadTimeout bounds reading one forwarded message from slurmd.
 	inboundReadTimeout = 30 * time.Second
-	// dirMode is pmixp_libpmix_init's rights: the user and the step manager's group.
-	dirMode = 0o770
+	// dirMode is what stock's directories end with, measured on 22.05.8 with
+	// libpmix 4.2.2: pmixp_mkdir asks 0770, but both directories are 0700
+	// (owned by the user) once its server runs.
+	dirMode = 0o700
 )
 
 // Config describes one step's PMIx server on this node.
@@ -47,6 +49,8 @@ type Config struct {
 	// OnFatal is told, once, that the step cannot go on (a fence that cannot
 	// complete, a broken helper, PMIx_Abort). Called from any goroutine.
 	OnFatal func(error)
+	// OnAbort is a rank's PMIx_Abort; nil makes it fatal. Any goroutine.
+	OnAbort func(status int32, rank uint32, msg string)
 	Log     hclog.Logger
 }
 
@@ -106,6 +110,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.ex = newExchange(j, s.h, cfg.Sender, cfg.RemoteAddress, cfg.Timeout, s.fail, s.log)
+	s.ex.onAbort = cfg.OnAbort
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -121,8 +126,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	return s, nil
 }
 
-// mkdir makes dir as pmixp_mkdir does: mode 0770 whatever the umask, owned
-// by the job's user. A stale dir of the server's (a crashed step of the
+// mkdir makes dir as stock leaves it: dirMode whatever the umask, owned by
+// the job's user. A stale dir of the server's (a crashed step of the
 // same id) is replaced.
 func (s *Server) mkdir(dir string, replace bool) error {
 	if replace {
