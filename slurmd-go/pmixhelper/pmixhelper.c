@@ -580,6 +580,14 @@ int main(int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	signal(SIGPIPE, SIG_IGN);
+	/* The step manager signals every process of the step (scancel -s, srun's
+	 * forwarded signals), this one too; stock's server lives inside
+	 * slurmstepd and sees none of them. Block them all, before the library
+	 * starts its threads, which inherit the mask: only SIGKILL (the step's
+	 * end) and SIGSTOP/SIGCONT (suspend) reach it. */
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	bool inited = false;
 	for (;;) {
 		uint32_t len;
