@@ -3,6 +3,10 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/slurmd-go
 STEPD := bin/slurmstepd-go
+# The OpenPMIx server helper of srun --mpi=pmix steps (slurmd-go/pmixhelper), C
+# against Debian's libpmix-dev; the step manager finds it beside itself.
+PMIX_HELPER := bin/slurmd-go-pmix
+CC ?= cc
 PKGS := ./...
 FUZZTIME ?= 10s
 # Every real-cluster test runs as root against Debian's slurmctld and munged.
@@ -19,9 +23,15 @@ BENCH_BIN := bin/bench
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build bin/slurmd-go and its step manager bin/slurmstepd-go
+build: ## build bin/slurmd-go, its step manager bin/slurmstepd-go and (with libpmix-dev) the PMIx helper bin/slurmd-go-pmix
 	$(GO) build -o $(BIN) ./slurmd-go/cmd/slurmd
 	$(GO) build -o $(STEPD) ./slurmd-go/cmd/slurmstepd
+	@if pkg-config --exists pmix 2>/dev/null; then \
+		echo "$(CC) -o $(PMIX_HELPER) slurmd-go/pmixhelper/pmixhelper.c (libpmix $$(pkg-config --modversion pmix))"; \
+		$(CC) -O2 -Wall -Wextra -Werror -o $(PMIX_HELPER) slurmd-go/pmixhelper/pmixhelper.c $$(pkg-config --cflags --libs pmix) -lpthread; \
+	else \
+		echo "make build: libpmix-dev is not installed (scripts/install-deps.sh): $(PMIX_HELPER) not built, srun --mpi=pmix steps will fail"; \
+	fi
 
 deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, libmunge-dev, ...), start munged, build and mount the 24.11 and 26.05 chroots
 	scripts/install-deps.sh

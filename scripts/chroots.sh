@@ -15,7 +15,10 @@ base=${TIEE_CHROOT_DIR:-/var/lib/tiee/chroots}
 mirror=${TIEE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 binds=${TIEE_CHROOT_BIND:-$repo}
-pkgs=(slurmctld slurmd slurm-client munge libslurm-dev iproute2 procps util-linux strace expect python3 gcc libc6-dev libpam-slurm-adopt pamtester mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py)
+# mpich, openmpi-bin (with its libpmix, which bin/slurmd-go-pmix loads inside the chroot),
+# libopenmpi-dev and python3-mpi4py: the MPI tests build and run their programs there.
+pkgs=(slurmctld slurmd slurm-client munge libslurm-dev iproute2 procps util-linux strace expect python3 gcc libc6-dev libpam-slurm-adopt pamtester
+  mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py)
 
 suite_of() {
   case "$1" in

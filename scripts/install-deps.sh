@@ -2,9 +2,10 @@
 # Installs the Debian 12 packages the project builds and tests against. Idempotent.
 set -euo pipefail
 # libpam-slurm-adopt and pamtester: the extern step's pam_slurm_adopt test (python3 drives libpam).
-# MPICH, Open MPI, mpi4py and libpmix-dev: the MPI tests (TestMPI) and the PMIx helper's build.
-pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make iproute2 procps expect tmux strace python3 libpam-slurm-adopt pamtester
-  mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py libpmix-dev)
+# libpmix-dev and pkg-config build bin/slurmd-go-pmix (srun --mpi=pmix); mpich, openmpi and mpi4py
+# are the MPI programs the pmi2/pmix tests build and run.
+pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make pkg-config iproute2 procps expect tmux strace python3 libpam-slurm-adopt pamtester
+  libpmix-dev mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

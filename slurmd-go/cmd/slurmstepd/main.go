@@ -12,6 +12,8 @@ package main
 import (
 	"os"
 
+	// The MPI plugins' hosts register with stepd from init.
+	_ "github.com/tiee-hpc/tiee/slurmd-go/internal/pmix"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepd"
 )
 

@@ -1,0 +1,222 @@
+//go:build integration
+
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+)
+
+// mpiHello is the MPI program of the pmix tests: each rank prints its rank,
+// the size, its host, an allreduce sum it checks and a timed barrier
+// (the time is not printed: it differs from run to run). With an argument,
+// rank 1 calls MPI_Abort with status 7 first.
+const mpiHello = `#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int rank, size, sum = 0, one;
+	char host[256];
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gethostname(host, sizeof(host));
+	if (argc > 1 && rank == 1)
+		MPI_Abort(MPI_COMM_WORLD, 7);
+	one = rank + 1;
+	MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	double t0 = MPI_Wtime();
+	MPI_Barrier(MPI_COMM_WORLD);
+	double dt = MPI_Wtime() - t0;
+	int ok = sum == size * (size + 1) / 2 && dt >= 0;
+	printf("rank %d of %d on %s: sum %d %s\n", rank, size, host, sum, ok ? "ok" : "WRONG");
+	MPI_Finalize();
+	return ok ? 0 : 3;
+}
+`
+
+// mpi4pyAllreduce is the mpi4py check: a 4-rank allreduce of rank+1.
+const mpi4pyAllreduce = `from mpi4py import MPI
+c = MPI.COMM_WORLD
+s = c.allreduce(c.Get_rank() + 1, op=MPI.SUM)
+print("rank %d of %d: sum %d %s" % (c.Get_rank(), c.Get_size(), s, "ok" if s == c.Get_size() * (c.Get_size() + 1) // 2 else "WRONG"))
+`
+
+// pmixTmpFS makes the directory of TmpFS=<dir>/tmp-%n for nodes t1..tN: the
+// PMIx server's client directories are named by uid, job and step only, so
+// the nodes of one host need their own TmpFS (as for stock).
+func pmixTmpFS(t *testing.T, nodes int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "ti-pmix-tmpfs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= nodes; i++ {
+		d := filepath.Join(dir, fmt.Sprintf("tmp-t%d", i))
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o1777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// pmixDirsScript prints, per task, what the PMIx server made: the namespace,
+// the server's directory (PMIX_SERVER_TMPDIR, in the spool dir) and the
+// client directory in the node's TmpFS with their owners and modes, the job
+// id replaced by J.
+const pmixDirsScript = `d=$PMIX_SERVER_TMPDIR
+cd "$TMPFS_BASE/tmp-$SLURMD_NODENAME" || exit 1
+echo "$SLURMD_NODENAME rank $PMIX_RANK $PMIX_NAMESPACE $(basename $d) $(stat -c %U:%a $d) $(ls -d spmix_appdir_*) $(stat -c %U:%a spmix_appdir_*)" | sed "s/$SLURM_JOB_ID/J/g"`
+
+func exitCodeOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestMPI_PMIx (issue 12, part 2): srun --mpi=pmix starts Open MPI programs
+// whose ranks find each other through the step manager's PMIx server, as on
+// stock nodes: one node with 4 ranks (overcommitted: a node has 2 CPUs), 4 nodes with 8 ranks (as the ordinary
+// user and as root) and an mpi4py allreduce on 4 ranks. Output (sorted: the
+// ranks print in any order) and exit codes equal stock's. OMPI_MCA_btl=self,tcp:
+// the ranks of different nodes share this host, where Open MPI's shared-memory
+// transport would crash.
+func TestMPI_PMIx(t *testing.T) {
+	tmpBase := map[string]string{}
+	p := startPair(t, func(impl string) cluster.Options {
+		tmpBase[impl] = pmixTmpFS(t, 4)
+		return cluster.Options{Impl: impl, Nodes: 4, ExtraConf: []string{"TmpFS=" + tmpBase[impl] + "/tmp-%n"}}
+	})
+	base := map[*cluster.Cluster]string{p.ref: tmpBase[cluster.ImplStock], p.sut: tmpBase[""]}
+	user := cluster.TestUser
+	dirs := map[*cluster.Cluster]string{}
+	for _, c := range p.both() {
+		dir := c.WorkDir(t, user, "mpi")
+		if err := os.WriteFile(filepath.Join(dir, "hello.c"), []byte(mpiHello), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, err := c.Exec(t, cluster.Cmd{User: user, Dir: dir, Args: []string{"mpicc.openmpi", "-o", "hello", "hello.c"}}); err != nil {
+			t.Fatalf("%s: mpicc.openmpi: %v\n%s%s", p.label(c), err, out, errOut)
+		}
+		dirs[c] = dir
+	}
+	host, _ := os.Hostname()
+	rankLines := func(n int, onHost bool) []string {
+		var want []string
+		for r := 0; r < n; r++ {
+			if onHost {
+				want = append(want, fmt.Sprintf("rank %d of %d on %s: sum %d ok", r, n, host, n*(n+1)/2))
+			} else {
+				want = append(want, fmt.Sprintf("rank %d of %d: sum %d ok", r, n, n*(n+1)/2))
+			}
+		}
+		slices.Sort(want)
+		return want
+	}
+	for _, tc := range []struct {
+		name, user string
+		args       []string
+		want       []string
+		exitCode   int
+		env        []string
+	}{
+		{"OneNode", user, []string{"-N1", "-n4", "--overcommit", "./hello"}, rankLines(4, true), 0, nil},
+		{"FourNodes", user, []string{"-N4", "-n8", "./hello"}, rankLines(8, true), 0, nil},
+		{"FourNodesRoot", "root", []string{"-N4", "-n8", "./hello"}, rankLines(8, true), 0, nil},
+		// Open MPI 4.1 (22.05's) fences without data and asks each peer's
+		// address by direct modex (the Open MPI 5 of 24.11 has no such knobs:
+		// there it is one more ordinary run)
+		{"DirectModex", user, []string{"-N4", "-n8", "./hello"}, rankLines(8, true), 0,
+			[]string{"OMPI_MCA_pmix_base_async_modex=1", "OMPI_MCA_pmix_base_collect_data=0"}},
+		{"MPI4Py", user, []string{"-N4", "-n4", "python3", "-c", mpi4pyAllreduce}, rankLines(4, false), 0, nil},
+		{"Directories", user, []string{"-N2", "-n2", "-w", strings.Join(p.sut.NodeNames()[:2], ","), "sh", "-c", pmixDirsScript}, dirLines(t, user, p.sut.NodeNames()[:2]), 0, nil},
+		// PMIx_Abort: srun exits with the status (its abort agent got it) and the step is killed
+		{"Abort", user, []string{"-N2", "-n4", "./hello", "abort"}, []string{""}, 7, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type result struct {
+				out      []string
+				errOut   string
+				exitCode int
+			}
+			res := map[*cluster.Cluster]result{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for _, c := range p.both() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, errOut, err := c.Exec(t, cluster.Cmd{
+						User: tc.user, Dir: dirs[c], CleanEnv: true,
+						Args: append([]string{"srun", "--mpi=pmix"}, tc.args...),
+						Env:  append([]string{"OMPI_MCA_btl=self,tcp", "OMPI_MCA_btl_tcp_if_include=lo", "TMPFS_BASE=" + base[c]}, tc.env...),
+					})
+					lines := strings.Split(strings.TrimSpace(out), "\n")
+					slices.Sort(lines)
+					mu.Lock()
+					res[c] = result{lines, errOut, exitCodeOf(err)}
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			ref, sut := res[p.ref], res[p.sut]
+			for _, c := range p.both() {
+				if r := res[c]; r.exitCode != tc.exitCode || !slices.Equal(r.out, tc.want) {
+					t.Errorf("%s: srun --mpi=pmix %v exited %d, stdout %q (stderr %q), want %d and %q",
+						p.label(c), tc.args, r.exitCode, r.out, r.errOut, tc.exitCode, tc.want)
+				}
+			}
+			if ref.exitCode != sut.exitCode || !slices.Equal(ref.out, sut.out) {
+				t.Errorf("stock exited %d with %q, %s %d with %q", ref.exitCode, ref.out, p.sut.Impl, sut.exitCode, sut.out)
+			}
+		})
+	}
+	// Every step's directories are gone once it ended (pmixp_libpmix_finalize).
+	for _, c := range p.both() {
+		c.WaitFor(t, p.label(c)+": the steps' PMIx directories removed", shortJobTimeout, func() (bool, string) {
+			var left []string
+			for _, n := range c.NodeNames() {
+				for _, pat := range []string{filepath.Join(base[c], "tmp-"+n, "*"), filepath.Join(c.Dir, "spool", n, "*pmix*")} {
+					m, _ := filepath.Glob(pat)
+					left = append(left, m...)
+				}
+			}
+			return len(left) == 0, fmt.Sprintf("left: %v", left)
+		})
+	}
+}
+
+// dirLines is what pmixDirsScript prints on stock nodes, one line per node.
+func dirLines(t *testing.T, user string, nodes []string) []string {
+	uid, _, err := cluster.LookupUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for r, n := range nodes {
+		want = append(want, fmt.Sprintf("%s rank %d slurm.pmix.J.0 pmix.J.0 %s:700 spmix_appdir_%d_J.0 %s:700", n, r, user, uid, user))
+	}
+	slices.Sort(want)
+	return want
+}
