@@ -83,6 +83,14 @@ func Check(r *results.Results) []string {
 				p = append(p, fmt.Sprintf("srun-launch: %s: %d of %d sruns ok, %d failed %v", t.Name, s.OK, s.Runs, s.Errors, s.ErrorText))
 			}
 		}
+		if r.Ran("mpi-startup") && (t.Name == results.TargetStock || t.Name == results.TargetGo) {
+			switch m := r.MPIFor(t.Name); {
+			case m == nil:
+				p = append(p, fmt.Sprintf("mpi-startup: no run for %s", t.Name))
+			case m.OK == 0 || m.OK != m.Runs || m.Errors > 0 || m.Startup.P50 <= 0 || m.Wall.P50 <= 0:
+				p = append(p, fmt.Sprintf("mpi-startup: %s: %d of %d MPI jobs ok, %d failed %v", t.Name, m.OK, m.Runs, m.Errors, m.ErrorText))
+			}
+		}
 		o := r.OpenFor(t.Name)
 		switch {
 		case o == nil:
