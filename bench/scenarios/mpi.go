@@ -115,7 +115,7 @@ func (e *Env) mpiSeries(t *Target, bin string) (*results.MPIStartup, error) {
 	name := "bench-mpi-" + t.Node
 	args := []string{"-p", part, "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(ranks), "-O", "--mpi=pmi2", "-K1", "-J", name, bin}
 	r := &results.MPIStartup{Target: t.Name, Partition: part, Nodes: nodes, Ranks: ranks, Command: "srun " + strings.Join(args, " "),
-		Runs: n, TimeoutS: mpiRunTimeout.Seconds()}
+		Runs: n, TimeoutS: mpiRunTimeout.Seconds(), Warmup: e.Profile.MPIWarmup}
 	fail := func(what string, err error, ms float64) {
 		r.Errors++
 		r.FailedMs = append(r.FailedMs, ms)
@@ -199,7 +199,8 @@ func (e *Env) mpiOnce(name, part string, args []string, ranks int, nodes []strin
 	}
 	barrier, err := checkMPIOutput(stdout.String(), stderr.String(), ranks, nodes)
 	if err != nil {
-		return run, fmt.Errorf("%v (output: %s)", err, tail(stdout.String()+stderr.String(), mpiOutputTail))
+		return run, fmt.Errorf("%v (stdout begins: %s; stderr begins: %s)", err,
+			head(stdout.String(), mpiOutputTail/2), head(stderr.String(), mpiOutputTail/2))
 	}
 	run.barrier = barrier
 	return run, nil
@@ -276,6 +277,15 @@ func summarizeMPI(r *results.MPIStartup) {
 }
 
 func msSince(t0 time.Time) float64 { return float64(time.Since(t0)) / float64(time.Millisecond) }
+
+// head is the first n bytes of s, trimmed.
+func head(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
 
 // tail is the last n bytes of s, trimmed.
 func tail(s string, n int) string {

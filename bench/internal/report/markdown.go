@@ -679,8 +679,8 @@ func mpiSection(r *results.Results, _ string) string {
 		"srun wall p50 ms", "min ms", "max ms", "barrier p50 ms", "warm-up ms", "startup p50 vs stock", "wall p50 vs stock"}}
 	var fails []string
 	for _, m := range r.MPI {
-		var s50, w50 float64 // ratio prints – against a zero
-		if sm != nil {
+		var s50, w50 float64 // ratio prints – against a zero, and for a daemon without figures
+		if sm != nil && m.OK > 0 {
 			s50, w50 = sm.Startup.P50, sm.Wall.P50
 		}
 		t.add(m.Target, strings.Join(m.Nodes, ","), thousands(m.Ranks), fmt.Sprintf("%d of %d", m.OK, m.Runs), thousands(m.Errors),
@@ -692,21 +692,24 @@ func mpiSection(r *results.Results, _ string) string {
 	}
 	var b strings.Builder
 	m0 := r.MPI[0]
-	warm := "with no warm-up run"
-	if m0.WarmupMs > 0 {
+	runs, warm := fmt.Sprintf("%d runs one after another", m0.Runs), "with no warm-up run"
+	if m0.Runs == 1 {
+		runs = "1 run"
+	}
+	if m0.Warmup {
 		warm = "after one untimed warm-up run"
 	}
-	fmt.Fprintf(&b, "MPI startup: per daemon with a %d-node partition of its own kind, `srun -p <its partition> -N%d -n%d -O --mpi=pmi2 -K1 hello` as root, %d runs one after another %s; `hello` is `slurmd-go/integration/testdata/mpi/hello.c` (the integration suite's MPI program) built with the stack's `mpicc.mpich` (Debian's MPICH), so every rank is an MPICH process on this machine, oversubscribed (%d ranks on %d cores). "+
+	fmt.Fprintf(&b, "MPI startup: per daemon with a %d-node partition of its own kind, `srun -p <its partition> -N%d -n%d -O --mpi=pmi2 -K1 hello` as root, %s %s; `hello` is `slurmd-go/integration/testdata/mpi/hello.c` (the integration suite's MPI program) built with the stack's `mpicc.mpich` (Debian's MPICH), so every rank is an MPICH process on this machine, oversubscribed (%d ranks on %d cores). "+
 		"**Startup** is the time from srun's start until srun relays rank 0's line written after MPI_Init, an allreduce and a barrier of every rank: the moment every rank has passed MPI_Init (allocation, the launch on every node, the PMI-2 exchange across the nodes, MPICH's own setup). **srun wall** is srun's start to its exit (MPI_Finalize and the step's and job's end included). "+
 		"A run counts only if srun exits 0 within %.0f s and its output is one job of %d ranks on all the nodes (ranks that come up as singletons fail it). Medians are nearest-rank over the runs that counted; every time is in results.json.\n\n",
-		len(m0.Nodes), len(m0.Nodes), m0.Ranks, m0.Runs, warm, m0.Ranks, r.Machine.Cores, m0.TimeoutS, m0.Ranks)
+		len(m0.Nodes), len(m0.Nodes), m0.Ranks, runs, warm, m0.Ranks, r.Machine.Cores, m0.TimeoutS, m0.Ranks)
 	b.WriteString(t.String())
 	if g := r.MPIFor(results.TargetGo); g != nil && sm != nil && g.OK > 0 && sm.OK > 0 {
 		fmt.Fprintf(&b, "\nslurmd-go's median MPI startup takes %s stock's (%s vs %s ms), its median srun %s (%s vs %s ms).\n",
 			ratio(g.Startup.P50, sm.Startup.P50), msf(g.Startup.P50), msf(sm.Startup.P50), ratio(g.Wall.P50, sm.Wall.P50), msf(g.Wall.P50), msf(sm.Wall.P50))
 	}
 	if len(fails) > 0 {
-		b.WriteString("\nFailed runs (first few per daemon; the output's end is in results.json):\n\n" + strings.Join(fails, ""))
+		b.WriteString("\nFailed runs (first few per daemon; more of each one's output is in results.json):\n\n" + strings.Join(fails, ""))
 	}
 	return b.String()
 }

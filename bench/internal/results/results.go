@@ -384,6 +384,7 @@ type MPIStartup struct {
 	Command   string    `json:"command"`
 	Runs      int       `json:"runs"`      // timed runs asked for
 	TimeoutS  float64   `json:"timeout_s"` // each run's limit
+	Warmup    bool      `json:"warmup"`    // one untimed run came first
 	WarmupMs  float64   `json:"warmup_ms,omitempty"`
 	StartupMs []float64 `json:"startup_ms"` // every run that counted, in run order
 	WallMs    []float64 `json:"wall_ms"`    // the same runs' srun wall times
