@@ -611,3 +611,22 @@ func TestRenders(t *testing.T) {
 		t.Fatal("a partial run with hold has no plots")
 	}
 }
+
+// A partial run is checked for its own scenarios only: what it did not run is not missing.
+func TestCheck_PartialRun(t *testing.T) {
+	full := synthetic()
+	r := &results.Results{Schema: results.SchemaVersion, Profile: "smoke", Machine: full.Machine, Targets: full.Targets,
+		Config: results.Config{VUs: full.Config.VUs, StatusVUs: full.Config.StatusVUs, Holds: full.Config.Holds, Only: []string{"mpi-startup"}},
+		MPI:    full.MPI, Status: []results.ScenarioStatus{{Name: "mpi-startup", Status: results.StatusMeasured}}}
+	if p := Check(r); len(p) != 0 {
+		t.Fatalf("a run of mpi-startup alone: %v", p)
+	}
+	r.MPI = r.MPI[:1]
+	if p := strings.Join(Check(r), "; "); p != "mpi-startup: no run for slurmd-go" {
+		t.Fatalf("a run of mpi-startup alone without slurmd-go's figures: %q", p)
+	}
+	r.Config.Only = []string{"mpi-startup", "srun-launch"}
+	if p := strings.Join(Check(r), "; "); !strings.Contains(p, "srun-launch: no run for stock") || strings.Contains(p, "ping-closed") {
+		t.Fatalf("a run of mpi-startup and srun-launch: %q", p)
+	}
+}
