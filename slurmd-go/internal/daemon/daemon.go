@@ -29,6 +29,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/forward"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/fwddata"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/handlers"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
@@ -404,7 +405,8 @@ func (d *Daemon) run(parent context.Context) error {
 	d.jobs = jobmgr.New(d.config, d.ctld, d.auth, func() int { return int(d.hardware().CPUs) }, stepd, d, d.log)
 	bc := d.newBcast()
 	d.jobs.SetLibDirs(bc.LibDirs)
-	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(bcastJobs{Jobs: d.jobs, bcast: bc}, d.privileged), handlers.BcastRoutes(bc))
+	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(bcastJobs{Jobs: d.jobs, bcast: bc}, d.privileged), handlers.BcastRoutes(bc),
+		handlers.ForwardDataRoutes(fwddata.Node{NodeName: func() string { return d.config().NodeName }, Log: d.log.Named("fwddata")}))
 	d.disp = rpc.New(d.auth, routes, fwd, d.settings(cfg), d.log)
 	d.disp.OnCtldMessage = func() { d.lastCtldMsg.Store(time.Now().Unix()) }
 

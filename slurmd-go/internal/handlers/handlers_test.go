@@ -11,7 +11,7 @@ import (
 // handler is ever handed a body decoded with another release's layout, and
 // no spoken release finds a served request it cannot read.
 func TestRoutes_HaveLayouts(t *testing.T) {
-	routes := Merge(NodeRoutes(nil), JobRoutes(nil, nil))
+	routes := Merge(NodeRoutes(nil), JobRoutes(nil, nil), ForwardDataRoutes(nil))
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes", len(routes))
 	}

@@ -36,6 +36,7 @@ type Step struct {
 	tasks  []*stepTask                // tasks steps: the local tasks
 	sio    *stepIO                    // tasks steps: I/O to srun and sattach
 	pty    *os.File                   // tasks steps with --pty: the terminal's master side
+	mpi    MPIHost                    // tasks steps: the MPI plugin's server (mpi.go), nil for none
 	opts   Options
 	log    hclog.Logger
 	id     slurmproto.StepID

@@ -79,6 +79,8 @@ type taskConfig struct {
 	// ParallelDebug (LAUNCH_PARALLEL_DEBUG): the task stops at its exec
 	// for a debugger (pdebug_linux.go).
 	ParallelDebug bool `json:"parallel_debug,omitempty"`
+	// KeepFDs stay open across the exec (the MPI plugin's PMI_FD).
+	KeepFDs []int `json:"keep_fds,omitempty"`
 }
 
 // taskConfigFD is the helper's config pipe.
@@ -99,6 +101,11 @@ func Task() int {
 	if err != nil {
 		// The step manager went away before releasing us: do nothing.
 		return 1
+	}
+	for _, fd := range c.KeepFDs {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return 1
+		}
 	}
 	t := &taskRun{c: c, env: Env(c.Env), stderr: os.Stderr}
 	if c.Mode == modeScript {

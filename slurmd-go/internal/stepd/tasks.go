@@ -120,16 +120,6 @@ func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, e
 	if m.OrigAddr.AddrPort.IsValid() {
 		s.env.Overwrite("SLURM_SRUN_COMM_HOST", m.OrigAddr.AddrPort.Addr().String())
 	}
-	// slurmd-go hosts no MPI plugin's PMI server in the step manager (see the
-	// RFC's compatibility limits): non-MPI tasks run as under stock, MPI ones
-	// find no PMI. Said once per step so an admin can tell why.
-	if id := m.MPIPluginID; id != 0 && id != slurmproto.NoVal && id != slurmproto.MPIPluginNone {
-		name := slurmproto.MPIPluginName(id)
-		if name == "" {
-			name = strconv.FormatUint(uint64(id), 10)
-		}
-		s.log.Warn("MPI plugin not hosted by slurmd-go: tasks run without its PMI server", "mpi", name)
-	}
 	// mpi_process_env: "none" is not left in the tasks' environment.
 	if v, ok := s.env.Get("SLURM_MPI_TYPE"); ok && v == "none" {
 		s.env.Unset("SLURM_MPI_TYPE")
@@ -215,6 +205,7 @@ func (s *Step) runTasks() {
 		}
 		s.stepComplete()
 	}
+	s.mpiFini()
 	s.closeSocket()
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {
@@ -257,6 +248,12 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 	} else if chdirErr != nil {
 		s.errorLine("couldn't chdir to `%s': %s: going to /tmp instead", s.cwd, strerror(chdirErr))
 	}
+	// mgr.c job_manager: the MPI plugin's servers start before the first
+	// fork, and its per-task files are closed here once all are forked.
+	if !s.mpiPrefork() {
+		return slurmproto.SlurmError, nil
+	}
+	defer s.mpiAfterFork()
 	s.stepdLog(logVerbose, "starting %d tasks", len(s.tasks))
 	exits := make(chan taskExit, len(s.tasks))
 	pgid := 0
@@ -294,9 +291,19 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			abort()
 			return slurmproto.ESlurmdExecveFailed, nil
 		}
+		// The MPI plugin's files follow the config pipe (fd 3).
+		mpiEnv, mpiFiles, err := s.mpiTask(t, taskConfigFD+1)
+		if err != nil {
+			s.log.Error("MPI task setup", "task", t.gtid, "error", err)
+			cfgR.Close()
+			cfgW.Close()
+			closeAll(files)
+			abort()
+			return slurmproto.SlurmError, nil
+		}
 		cmd := exec.Command(self, stepapi.CmdTask)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
-		cmd.ExtraFiles = []*os.File{cfgR}
+		cmd.ExtraFiles = append([]*os.File{cfgR}, mpiFiles...)
 		cmd.Env = []string{}
 		// Every task joins the first task's process group (mgr.c
 		// _fork_all_tasks), so that a terminal signal reaches all. With a
@@ -341,7 +348,19 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 				return slurmproto.ESlurmdExecveFailed, nil
 			}
 		}
-		b, _ := json.Marshal(s.stepTaskConfig(t, pid, umask, nice))
+		tc := s.stepTaskConfig(t, pid, umask, nice)
+		// mpi_g_slurmstepd_task runs last in exec_task's setup: its
+		// variables win.
+		env := Env(tc.Env)
+		for _, kv := range mpiEnv {
+			k, v, _ := strings.Cut(kv, "=")
+			env.Overwrite(k, v)
+		}
+		tc.Env = env
+		for i := range mpiFiles {
+			tc.KeepFDs = append(tc.KeepFDs, taskConfigFD+1+i)
+		}
+		b, _ := json.Marshal(tc)
 		releases = append(releases, release{t: t, w: cfgW, cfg: b, exit: exitCh, stop: stopCh})
 		s.stepdLog(logVerbose, "task %d (%d) started %s", t.gtid, pid, eventTimestamp(time.Now()))
 	}

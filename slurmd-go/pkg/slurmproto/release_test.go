@@ -15,6 +15,7 @@ func allSamples() []Body {
 	var all []Body
 	all = append(all, sampleBodies()...)
 	all = append(all, jobSampleBodies()...)
+	all = append(all, fwdSampleBodies()...)
 	return append(all, launchSampleBodies()...)
 }
 
