@@ -44,6 +44,9 @@ type Profile struct {
 	StepSleep        time.Duration // stepd-rss: the job's `sleep`
 	StepSamples      int           // stepd-rss: VmRSS readings of the idle step manager
 	SrunRuns         int           // srun-launch: timed `srun -n1 true` per daemon
+	MPIRanks         int           // mpi-startup: ranks of each MPI job (on 4 nodes)
+	MPIRuns          int           // mpi-startup: timed MPI jobs per daemon
+	MPIWarmup        bool          // mpi-startup: one untimed MPI job first
 }
 
 // Full is `make bench`: the issue's scenarios, sized to finish in well under 15 minutes on
@@ -60,6 +63,7 @@ func Full() Profile {
 		// 1,000-task array would take ~8 min per daemon and break the 15-min budget.
 		JobArray: 1000, JobArrayTimeout: 5 * time.Minute, StepSleep: 30 * time.Second, StepSamples: 10,
 		SrunRuns: 100,
+		MPIRanks: 64, MPIRuns: 5, MPIWarmup: true,
 	}
 }
 
@@ -75,6 +79,7 @@ func Smoke() Profile {
 		MungeOps: 200, MungeConcurrency: []int{1, 16}, TokenOps: 2000,
 		JobArray: 20, JobArrayTimeout: 2 * time.Minute, StepSleep: 8 * time.Second, StepSamples: 5,
 		SrunRuns: 10,
+		MPIRanks: 8, MPIRuns: 1,
 	}
 }
 
@@ -94,9 +99,11 @@ type Target struct {
 type Env struct {
 	Ctx     context.Context
 	Profile Profile
-	Stack   launch.Stack
-	Cluster *launch.Cluster
-	Targets []*Target
+	// RepoRoot is the repository the bench runs from (the MPI test program's source is there).
+	RepoRoot string
+	Stack    launch.Stack
+	Cluster  *launch.Cluster
+	Targets  []*Target
 	// Auth is the bench's own credential maker: a munge client of the private munged, or
 	// authslurm with the cluster's slurm.key.
 	Auth auth.Authenticator

@@ -118,6 +118,11 @@ func eachDaemon(env *Env, measure func(t *Target) error) error {
 	if len(ts) == 0 {
 		return fmt.Errorf("no daemon targets")
 	}
+	return eachOf(env, ts, measure)
+}
+
+// eachOf runs one measurement per target of ts, one after another, and joins their errors.
+func eachOf(env *Env, ts []*Target, measure func(t *Target) error) error {
 	var errs []string
 	for _, t := range ts {
 		if err := measure(t); err != nil {

@@ -50,6 +50,7 @@ var Registry = []Scenario{
 	jobThroughput{},
 	srunLaunch{},
 	stepdRSS{},
+	mpiStartup{},
 }
 
 // RunAll runs every scenario of Registry (or only those named in only, if not empty),

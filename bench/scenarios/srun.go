@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -115,9 +114,5 @@ func summarizeSrun(r *results.SrunLaunch) {
 	r.MeanMs = sum / float64(len(s))
 }
 
-// nearestRank is the p-th percentile of sorted (ascending, not empty) by the nearest-rank
-// method: the smallest value with at least p % of the values at or below it.
-func nearestRank(sorted []float64, p float64) float64 {
-	i := int(math.Ceil(p*float64(len(sorted))/100)) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
+// nearestRank is results.NearestRank.
+func nearestRank(sorted []float64, p float64) float64 { return results.NearestRank(sorted, p) }

@@ -16,9 +16,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,7 +40,7 @@ func main() {
 	check := flag.Bool("check", false, "exit 1 unless every scenario produced numbers with zero protocol errors")
 	slurmdGo := flag.String("slurmd-go", "bin/slurmd-go", "slurmd-go binary")
 	limitSrv := flag.String("limitsrv", "", "limitsrv binary (default: next to benchrun)")
-	only := flag.String("only", "", "comma-separated scenario names to run (default: all)")
+	only := flag.String("only", "", "comma-separated scenario names to run (default: all); results then go by default to bench/results/<names>, and -rfc refreshes only their blocks")
 	keep := flag.Bool("keep", false, "keep the cluster's work directory (logs)")
 	threads := flag.Int("munged-threads", 0, "munged --num-threads (0: munged's default, 2)")
 	sources := flag.Int("sources", runner.DefaultSources, "loopback source addresses for the client")
@@ -48,7 +50,8 @@ func main() {
 
 	stack, err := launch.ParseStack(*release, *authType)
 	if err == nil {
-		err = run(*profile, stack, outDir(*out, *profile, stack), *rfc, *check, *slurmdGo, *limitSrv, *only, *keep, *threads, *sources, *waitIdle, *idleLoad)
+		sel := selection(*only)
+		err = run(*profile, stack, outDir(*out, *profile, stack, sel), *rfc, *check, *slurmdGo, *limitSrv, sel, *keep, *threads, *sources, *waitIdle, *idleLoad)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
@@ -56,8 +59,9 @@ func main() {
 	}
 }
 
-// outDir is -out, or the stack's default directory for profile.
-func outDir(out, profile string, stack launch.Stack) string {
+// outDir is -out, or the stack's default directory for profile: for a run of some scenarios
+// only (-only), one named after them, so a partial run never replaces a complete one.
+func outDir(out, profile string, stack launch.Stack, only map[string]bool) string {
 	if out != "" {
 		return out
 	}
@@ -65,13 +69,31 @@ func outDir(out, profile string, stack launch.Stack) string {
 	if profile == "smoke" {
 		base = "bench/results/smoke"
 	}
+	if len(only) > 0 {
+		names := slices.Sorted(maps.Keys(only))
+		base = "bench/results/" + strings.Join(names, "+")
+		if profile == "smoke" {
+			base = "bench/results/smoke-" + strings.Join(names, "+")
+		}
+	}
 	if tag := stack.Tag(); tag != "" {
 		base += "-" + tag
 	}
 	return base
 }
 
-func run(profile string, stack launch.Stack, out, rfc string, check bool, slurmdGo, limitSrv, only string, keep bool, threads, sources int,
+// selection is -only's scenario names (empty: every scenario).
+func selection(only string) map[string]bool {
+	sel := map[string]bool{}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sel[s] = true
+		}
+	}
+	return sel
+}
+
+func run(profile string, stack launch.Stack, out, rfc string, check bool, slurmdGo, limitSrv string, sel map[string]bool, keep bool, threads, sources int,
 	waitIdle time.Duration, idleLoad float64) error {
 	var p scenarios.Profile
 	switch profile {
@@ -95,12 +117,6 @@ func run(profile string, stack launch.Stack, out, rfc string, check bool, slurmd
 	}
 	if slurmdGo, err = filepath.Abs(slurmdGo); err != nil {
 		return err
-	}
-	sel := map[string]bool{}
-	for _, s := range strings.Split(only, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			sel[s] = true
-		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

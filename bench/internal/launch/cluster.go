@@ -72,6 +72,10 @@ type NodeSpec struct {
 	Name string   // NodeName, also its partition's name
 	Impl Impl     //
 	Env  []string // extra environment (e.g. TIEE_RPC_SERVER=net)
+	// Of names the node daemon this one is an extra node of ("": none). A daemon and its
+	// extra nodes form its multi-node partition (Nodeset); no single-node scenario aims at
+	// an extra node.
+	Of string
 }
 
 // Options configure Start.
@@ -365,6 +369,13 @@ func (c *Cluster) renderConf(slurmdPort int) string {
 	for _, n := range c.Nodes {
 		lines = append(lines, fmt.Sprintf("PartitionName=p%s Nodes=%s MaxTime=INFINITE State=UP OverSubscribe=FORCE:%d", n.Name, n.Name, JobsPerCore))
 	}
+	// One multi-node partition per daemon with extra nodes: the daemon and its extra nodes,
+	// all of one implementation, for the scenarios that need a step on several nodes.
+	for _, n := range c.Nodes {
+		if part, nodes := c.Nodeset(n.Name); len(nodes) > 1 {
+			lines = append(lines, fmt.Sprintf("PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP", part, strings.Join(nodes, ",")))
+		}
+	}
 	return strings.Join(lines, "\n") + "\n"
 }
 
@@ -392,6 +403,19 @@ func (c *Cluster) renderCgroupConf() string {
 // Partition is the partition that holds only node name.
 func (c *Cluster) Partition(name string) string { return "p" + name }
 
+// Nodeset is node name's multi-node partition and its nodes: name first, then its extra nodes
+// (NodeSpec.Of) in start order. A node without extra nodes has only itself, and no partition
+// of that kind exists for it.
+func (c *Cluster) Nodeset(name string) (partition string, nodes []string) {
+	nodes = []string{name}
+	for _, n := range c.Nodes {
+		if n.Of == name {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	return "n" + name, nodes
+}
+
 // Env is the environment for daemons and clients of this cluster: the bench's own, without
 // any SLURM* variable, plus SLURM_CONF.
 func (c *Cluster) Env() []string {
@@ -416,15 +440,22 @@ func (c *Cluster) Run(ctx context.Context, name string, args ...string) (string,
 func (c *Cluster) RunFor(ctx context.Context, limit time.Duration, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	argv := c.argv("client", nil, append([]string{name}, args...)...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = c.Env()
-	cmd.WaitDelay = clientWaitDelay
-	out, err := cmd.CombinedOutput()
+	out, err := c.Command(ctx, name, args...).CombinedOutput()
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w (%v, limit %v)", ctx.Err(), err, limit)
 	}
 	return string(out), err
+}
+
+// Command is the command that runs a client command (or any program of the stack's root, such
+// as a compiler) against the cluster, as Run does, for a caller that reads its output as it
+// comes; ctx bounds it.
+func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	argv := c.argv("client", nil, append([]string{name}, args...)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = c.Env()
+	cmd.WaitDelay = clientWaitDelay
+	return cmd
 }
 
 // Node returns the node named name.

@@ -31,6 +31,31 @@ func TestRenderConf(t *testing.T) {
 	if c.Partition("bgo") != "pbgo" {
 		t.Fatal("Partition")
 	}
+	if strings.Contains(conf, "PartitionName=nbgo") {
+		t.Errorf("a multi-node partition for a daemon without extra nodes:\n%s", conf)
+	}
+}
+
+// A daemon's extra nodes (Of) join it in its multi-node partition, and in no other's.
+func TestRenderConf_Nodeset(t *testing.T) {
+	c := &Cluster{Dir: "/tmp/x", Name: "tbabc", CtldPort: 28001, HWLine: "CPUs=2", opts: Options{SlurmdDebug: "info"}}
+	for i, s := range []NodeSpec{{Name: "bstock", Impl: ImplStock}, {Name: "bgo", Impl: ImplGo}, {Name: "bgonet", Impl: ImplGo},
+		{Name: "bstock2", Impl: ImplStock, Of: "bstock"}, {Name: "bgo2", Impl: ImplGo, Of: "bgo"}, {Name: "bstock3", Impl: ImplStock, Of: "bstock"}} {
+		c.Nodes = append(c.Nodes, &Node{NodeSpec: s, Port: 28002 + i})
+	}
+	conf := c.renderConf(28010)
+	for _, want := range []string{"PartitionName=nbstock Nodes=bstock,bstock2,bstock3 MaxTime=INFINITE State=UP\n",
+		"PartitionName=nbgo Nodes=bgo,bgo2 MaxTime=INFINITE State=UP\n", "PartitionName=pbstock2 Nodes=bstock2 "} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("slurm.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if strings.Contains(conf, "PartitionName=nbgonet") || strings.Contains(conf, "PartitionName=nbstock2") {
+		t.Errorf("a multi-node partition for a node without extra nodes:\n%s", conf)
+	}
+	if part, nodes := c.Nodeset("bgonet"); part != "nbgonet" || len(nodes) != 1 {
+		t.Fatalf("Nodeset(bgonet) = %s %v", part, nodes)
+	}
 }
 
 func TestParseStack(t *testing.T) {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tiee-hpc/tiee/bench/internal/results"
 )
@@ -16,20 +17,26 @@ func Check(r *results.Results) []string {
 			p = append(p, fmt.Sprintf("scenario %s failed: %s", s.Name, s.Note))
 		}
 	}
-	if r.StackOf().UsesMunged() {
-		if r.Munge == nil || len(r.Munge.Decode) == 0 || results.Best(r.Munge.Decode).Rate <= 0 {
+	// A partial run (benchrun -only) is asked only for its own scenarios' figures.
+	want := func(name string) bool { return len(r.Config.Only) == 0 || slices.Contains(r.Config.Only, name) }
+	switch {
+	case r.StackOf().UsesMunged():
+		if want("munge-rate") && (r.Munge == nil || len(r.Munge.Decode) == 0 || results.Best(r.Munge.Decode).Rate <= 0) {
 			p = append(p, "munge-rate: no munged decode rate")
 		}
-	} else if r.Tokens == nil || len(r.Tokens.Decode) == 0 || results.Best(r.Tokens.Decode).Rate <= 0 {
+	case want("token-rate") && (r.Tokens == nil || len(r.Tokens.Decode) == 0 || results.Best(r.Tokens.Decode).Rate <= 0):
 		p = append(p, "token-rate: no auth/slurm token verify rate")
 	}
 	for _, t := range r.Targets {
 		for _, when := range []string{"start", "after-load"} {
-			if i := r.IdleFor(t.Name, when); i == nil || i.Series.RSSMedianKB <= 0 {
+			if i := r.IdleFor(t.Name, when); want("idle-"+when) && (i == nil || i.Series.RSSMedianKB <= 0) {
 				p = append(p, fmt.Sprintf("idle-%s: no RSS for %s", when, t.Name))
 			}
 		}
 		for _, v := range r.Config.VUs {
+			if !want("ping-closed") {
+				break
+			}
 			c := r.ClosedFor(t.Name, "REQUEST_PING", v)
 			switch {
 			case c == nil:
@@ -40,7 +47,7 @@ func Check(r *results.Results) []string {
 				p = append(p, fmt.Sprintf("ping-closed: %s vus=%d: %d protocol errors %v %v", t.Name, v, c.Stats.Protocol, c.Stats.Errors, c.Stats.Samples))
 			}
 		}
-		if t.Kind == results.KindDaemon {
+		if t.Kind == results.KindDaemon && want("status-closed") {
 			for _, v := range r.Config.StatusVUs {
 				c := r.ClosedFor(t.Name, "REQUEST_DAEMON_STATUS", v)
 				switch {
@@ -54,6 +61,9 @@ func Check(r *results.Results) []string {
 			}
 		}
 		for _, n := range r.Config.Holds {
+			if !want("hold") {
+				break
+			}
 			h := r.HoldFor(t.Name, n)
 			switch {
 			case h == nil:
@@ -68,23 +78,34 @@ func Check(r *results.Results) []string {
 		}
 		if t.Kind == results.KindDaemon {
 			switch j := r.JobsFor(t.Name); {
+			case !want("job-throughput"):
 			case j == nil:
 				p = append(p, fmt.Sprintf("job-throughput: no run for %s", t.Name))
 			case j.Rate <= 0 || j.Completed != j.Tasks:
 				p = append(p, fmt.Sprintf("job-throughput: %s: %d of %d tasks COMPLETED (%v)", t.Name, j.Completed, j.Tasks, j.States))
 			}
-			if sr := r.StepRSSFor(t.Name); sr == nil || sr.RSSMedianKB <= 0 {
+			if sr := r.StepRSSFor(t.Name); want("stepd-rss") && (sr == nil || sr.RSSMedianKB <= 0) {
 				p = append(p, fmt.Sprintf("stepd-rss: no step-manager RSS for %s", t.Name))
 			}
 			switch s := r.SrunFor(t.Name); {
+			case !want("srun-launch"):
 			case s == nil:
 				p = append(p, fmt.Sprintf("srun-launch: no run for %s", t.Name))
 			case s.OK == 0 || s.OK != s.Runs || s.Errors > 0 || s.P50Ms <= 0 || s.P99Ms <= 0:
 				p = append(p, fmt.Sprintf("srun-launch: %s: %d of %d sruns ok, %d failed %v", t.Name, s.OK, s.Runs, s.Errors, s.ErrorText))
 			}
 		}
+		if want("mpi-startup") && r.Ran("mpi-startup") && (t.Name == results.TargetStock || t.Name == results.TargetGo) {
+			switch m := r.MPIFor(t.Name); {
+			case m == nil:
+				p = append(p, fmt.Sprintf("mpi-startup: no run for %s", t.Name))
+			case m.OK == 0 || m.OK != m.Runs || m.Errors > 0 || m.Startup.P50 <= 0 || m.Wall.P50 <= 0:
+				p = append(p, fmt.Sprintf("mpi-startup: %s: %d of %d MPI jobs ok, %d failed %v", t.Name, m.OK, m.Runs, m.Errors, m.ErrorText))
+			}
+		}
 		o := r.OpenFor(t.Name)
 		switch {
+		case !want("open-loop"):
 		case o == nil:
 			p = append(p, fmt.Sprintf("open-loop: no run for %s", t.Name))
 		case o.Stats.LatencyAll.Count == 0:

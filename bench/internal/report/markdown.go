@@ -18,24 +18,45 @@ type Section struct {
 	Name  string
 	Title string
 	Body  func(r *results.Results, plots string) string // plots: path prefix of the PNGs
+	// Scenarios are the scenarios whose figures the section shows; none: it speaks of the
+	// whole run. A run renders a section's RFC block only if it ran one of them, or, for a
+	// whole-run section, if it ran every scenario (no -only): see Renders.
+	Scenarios []string
 }
 
 // Sections in report order.
 var Sections = []Section{
-	{"machine", "Machine and configuration", machineSection},
-	{"targets", "Issue 6 targets: met or missed", targetsSection},
-	{"ping", "REQUEST_PING, closed loop", pingSection},
-	{"status", "REQUEST_DAEMON_STATUS, closed loop", statusSection},
-	{"hold", "Idle connections held", holdSection},
-	{"open", "Open loop with idle connections held", openSection},
-	{"idle", "Idle footprint", idleSection},
-	{"munge", "munged: the first suspect bottleneck", mungeSection},
-	{"cpu", "Where the CPU goes", cpuSection},
-	{"published", "The published figures", publishedSection},
-	{"amdahl", "Amdahl model with I/O wait measured", amdahlSection},
-	{"jobs", "Batch jobs: throughput and step-manager memory", jobsSection},
-	{"srun", "srun steps: launch latency", srunSection},
-	{"scenarios", "Scenarios", scenariosSection},
+	{"machine", "Machine and configuration", machineSection, nil},
+	{"targets", "Issue 6 targets: met or missed", targetsSection, nil},
+	{"ping", "REQUEST_PING, closed loop", pingSection, []string{"ping-closed"}},
+	{"status", "REQUEST_DAEMON_STATUS, closed loop", statusSection, []string{"status-closed"}},
+	{"hold", "Idle connections held", holdSection, []string{"hold"}},
+	{"open", "Open loop with idle connections held", openSection, []string{"open-loop"}},
+	{"idle", "Idle footprint", idleSection, []string{"idle-start", "idle-after-load"}},
+	{"munge", "munged: the first suspect bottleneck", mungeSection, []string{"munge-rate"}},
+	{"cpu", "Where the CPU goes", cpuSection, nil},
+	{"published", "The published figures", publishedSection, nil},
+	{"amdahl", "Amdahl model with I/O wait measured", amdahlSection, nil},
+	{"jobs", "Batch jobs: throughput and step-manager memory", jobsSection, []string{"job-throughput", "stepd-rss"}},
+	{"srun", "srun steps: launch latency", srunSection, []string{"srun-launch"}},
+	{"mpi", "MPI jobs: startup on 4 nodes", mpiSection, []string{"mpi-startup"}},
+	{"scenarios", "Scenarios", scenariosSection, nil},
+}
+
+// Renders reports whether r renders section s's RFC block: a section of some scenarios when
+// r ran one of them (so a run older than a scenario leaves that scenario's block alone), a
+// whole-run section when r ran every scenario (so a partial run, benchrun -only, touches only
+// its own scenarios' blocks).
+func Renders(r *results.Results, s Section) bool {
+	if len(s.Scenarios) == 0 {
+		return len(r.Config.Only) == 0
+	}
+	for _, n := range s.Scenarios {
+		if r.Ran(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // provenance is the line every generated fragment starts with: the stack (release, stock
@@ -647,6 +668,59 @@ func srunSection(r *results.Results, _ string) string {
 		b.WriteString("\nFailed runs (first few per daemon):\n\n" + strings.Join(fails, ""))
 	}
 	return b.String()
+}
+
+func mpiSection(r *results.Results, _ string) string {
+	if len(r.MPI) == 0 {
+		return "Not measured in this run.\n"
+	}
+	sm := r.MPIFor(results.TargetStock)
+	t := table{head: []string{"target", "nodes", "ranks", "runs ok", "failed", "startup p50 ms", "min ms", "max ms",
+		"srun wall p50 ms", "min ms", "max ms", "barrier p50 ms", "warm-up ms", "startup p50 vs stock", "wall p50 vs stock"}}
+	var fails []string
+	for _, m := range r.MPI {
+		var s50, w50 float64 // ratio prints – against a zero, and for a daemon without figures
+		if sm != nil && m.OK > 0 {
+			s50, w50 = sm.Startup.P50, sm.Wall.P50
+		}
+		t.add(m.Target, strings.Join(m.Nodes, ","), thousands(m.Ranks), fmt.Sprintf("%d of %d", m.OK, m.Runs), thousands(m.Errors),
+			msf(m.Startup.P50), msf(m.Startup.Min), msf(m.Startup.Max), msf(m.Wall.P50), msf(m.Wall.Min), msf(m.Wall.Max),
+			msf(results.Summarize(m.BarrierMs).P50), msf(m.WarmupMs), ratio(m.Startup.P50, s50), ratio(m.Wall.P50, w50))
+		for _, e := range m.ErrorText {
+			fails = append(fails, fmt.Sprintf("- %s: %s\n", m.Target, oneLine(e, 300)))
+		}
+	}
+	var b strings.Builder
+	m0 := r.MPI[0]
+	runs, warm := fmt.Sprintf("%d runs one after another", m0.Runs), "with no warm-up run"
+	if m0.Runs == 1 {
+		runs = "1 run"
+	}
+	if m0.Warmup {
+		warm = "after one untimed warm-up run"
+	}
+	fmt.Fprintf(&b, "MPI startup: per daemon with a %d-node partition of its own kind, `srun -p <its partition> -N%d -n%d -O --mpi=pmi2 -K1 hello` as root, %s %s; `hello` is `slurmd-go/integration/testdata/mpi/hello.c` (the integration suite's MPI program) built with the stack's `mpicc.mpich` (Debian's MPICH), so every rank is an MPICH process on this machine, oversubscribed (%d ranks on %d cores). "+
+		"**Startup** is the time from srun's start until srun relays rank 0's line written after MPI_Init, an allreduce and a barrier of every rank: the moment every rank has passed MPI_Init (allocation, the launch on every node, the PMI-2 exchange across the nodes, MPICH's own setup). **srun wall** is srun's start to its exit (MPI_Finalize and the step's and job's end included). "+
+		"A run counts only if srun exits 0 within %.0f s and its output is one job of %d ranks on all the nodes (ranks that come up as singletons fail it). Medians are nearest-rank over the runs that counted; every time is in results.json.\n\n",
+		len(m0.Nodes), len(m0.Nodes), m0.Ranks, runs, warm, m0.Ranks, r.Machine.Cores, m0.TimeoutS, m0.Ranks)
+	b.WriteString(t.String())
+	if g := r.MPIFor(results.TargetGo); g != nil && sm != nil && g.OK > 0 && sm.OK > 0 {
+		fmt.Fprintf(&b, "\nslurmd-go's median MPI startup takes %s stock's (%s vs %s ms), its median srun %s (%s vs %s ms).\n",
+			ratio(g.Startup.P50, sm.Startup.P50), msf(g.Startup.P50), msf(sm.Startup.P50), ratio(g.Wall.P50, sm.Wall.P50), msf(g.Wall.P50), msf(sm.Wall.P50))
+	}
+	if len(fails) > 0 {
+		b.WriteString("\nFailed runs (first few per daemon; more of each one's output is in results.json):\n\n" + strings.Join(fails, ""))
+	}
+	return b.String()
+}
+
+// oneLine is s on one line (newlines as " ⏎ "), cut to n bytes.
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", " ⏎ ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 func stateList(m map[string]int) string {

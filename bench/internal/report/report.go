@@ -34,8 +34,9 @@ func Write(res *results.Results, dir, rfcDir string) error {
 
 // Render writes results.md and the plots into dir and, if rfcDir is not empty, the fragments
 // rfcDir/<FragmentName> (results-<section>.md for 22.05/munge,
-// results-<release>-<auth>-<section>.md for other stacks), then refreshes those generated
-// blocks of rfcDir/RFCName, leaving other stacks' blocks and the releases block alone:
+// results-<release>-<auth>-<section>.md for other stacks) of the sections res renders
+// (Renders: a partial run only its scenarios'), then refreshes those generated blocks of
+// rfcDir/RFCName, leaving other stacks' blocks, other sections' and the releases block alone:
 //
 //	<!-- BEGIN GENERATED results-ping.md -->
 //	... replaced by the fragment ...
@@ -45,7 +46,7 @@ func Render(res *results.Results, dir, rfcDir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(Markdown(res, src)), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if !skipPlots {
+	if !skipPlots && hasPlots(res) {
 		if err := Plots(res, dir); err != nil {
 			return err
 		}
@@ -60,9 +61,28 @@ func Render(res *results.Results, dir, rfcDir string) error {
 	plots = filepath.ToSlash(plots) + "/"
 	frags := map[string]string{}
 	for _, s := range SectionsFor(res) {
-		frags[FragmentName(res, s.Name)] = Fragment(res, s, src, plots)
+		if Renders(res, s) {
+			frags[FragmentName(res, s.Name)] = Fragment(res, s, src, plots)
+		}
 	}
 	return writeFragments(rfcDir, frags)
+}
+
+// plotted are the scenarios whose figures the plots show.
+var plotted = []string{"ping-closed", "hold", "munge-rate", "token-rate"}
+
+// hasPlots reports whether res gets plots: a complete run always, a partial one (-only) when
+// it ran a scenario that is plotted (a run of mpi-startup alone would get empty plots).
+func hasPlots(res *results.Results) bool {
+	if len(res.Config.Only) == 0 {
+		return true
+	}
+	for _, n := range plotted {
+		if res.Ran(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // RenderReleases writes the releases block (Releases of runs, read from srcs) into rfcDir and

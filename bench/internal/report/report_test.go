@@ -3,6 +3,7 @@ package report
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,16 +66,23 @@ func synthetic() *results.Results {
 			p50 := 200000 / speed[n] // stock 200 ms, slurmd-go 100 ms
 			r.Srun = append(r.Srun, results.SrunLaunch{Target: n, Node: "b" + n, Runs: 10, OK: 10, TimeoutS: 30,
 				Ms: []float64{p50, p50, p50, p50, p50, p50, p50, p50, p50, 2 * p50}, P50Ms: p50, P99Ms: 2 * p50, MinMs: p50, MaxMs: 2 * p50, MeanMs: 1.1 * p50})
+			if n != results.TargetGoNet { // mpi-startup: the daemons with 4 nodes
+				st := 20 * p50 // stock 4,000 ms, slurmd-go 2,000 ms
+				m := results.MPIStartup{Target: n, Partition: "nb" + n, Nodes: []string{"b" + n, "b" + n + "2", "b" + n + "3", "b" + n + "4"},
+					Ranks: 8, Runs: 1, OK: 1, TimeoutS: 180, StartupMs: []float64{st}, WallMs: []float64{st + 500}, BarrierMs: []float64{3}}
+				m.Startup, m.Wall = results.Summarize(m.StartupMs), results.Summarize(m.WallMs)
+				r.MPI = append(r.MPI, m)
+			}
 		}
 		r.Open = append(r.Open, results.OpenRun{Target: n, Rate: 500, Held: 200, Hold: flood.HoldStats{Established: 200},
 			Stats: flood.Stats{OK: 500, LatencyAll: flood.Latency{Count: 500, P99Ms: p99}, Latency: flood.Latency{Count: 500, P99Ms: p99}}})
 	}
-	r.Status = []results.ScenarioStatus{
-		{Name: "ping-closed", Status: results.StatusMeasured},
-		{Name: "job-throughput", Status: results.StatusMeasured},
-		{Name: "srun-launch", Status: results.StatusMeasured},
-		{Name: "later", Status: results.StatusNotMeasured, Note: "not measured yet: needs its subject"},
+	// Every scenario of a complete run.
+	for _, n := range []string{"munge-rate", "idle-start", "hold", "ping-closed", "status-closed", "open-loop", "idle-after-load",
+		"job-throughput", "srun-launch", "stepd-rss", "mpi-startup"} {
+		r.Status = append(r.Status, results.ScenarioStatus{Name: n, Status: results.StatusMeasured})
 	}
+	r.Status = append(r.Status, results.ScenarioStatus{Name: "later", Status: results.StatusNotMeasured, Note: "not measured yet: needs its subject"})
 	return r
 }
 
@@ -170,7 +178,11 @@ func TestVerdicts(t *testing.T) {
 	}
 	r = synthetic()
 	r.Srun = nil
-	r.Status[2] = results.ScenarioStatus{Name: "srun-launch", Status: results.StatusNotMeasured, Note: "not measured yet: x"}
+	for i := range r.Status {
+		if r.Status[i].Name == "srun-launch" {
+			r.Status[i] = results.ScenarioStatus{Name: "srun-launch", Status: results.StatusNotMeasured, Note: "not measured yet: x"}
+		}
+	}
 	if v := srun(r); v.Status != NotMeasured {
 		t.Fatalf("no srun figures judged %s", v.Status)
 	}
@@ -351,7 +363,8 @@ func syntheticSlurm() *results.Results {
 	for i := range r.Open {
 		rename(&r.Open[i].Target)
 	}
-	r.Status = append(r.Status, results.ScenarioStatus{Name: "munge-rate", Status: results.StatusNotApplicable, Note: "not applicable: no munged"})
+	r.Status[0] = results.ScenarioStatus{Name: "munge-rate", Status: results.StatusNotApplicable, Note: "not applicable: no munged"}
+	r.Status = append(r.Status, results.ScenarioStatus{Name: "token-rate", Status: results.StatusMeasured})
 	return r
 }
 
@@ -488,5 +501,132 @@ func TestReleases(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("releases block lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+func TestCheck_MPI(t *testing.T) {
+	r := synthetic()
+	r.MPI = r.MPI[:1]
+	if p := strings.Join(Check(r), "; "); !strings.Contains(p, "mpi-startup: no run for slurmd-go") {
+		t.Fatalf("no slurmd-go MPI run: %q", p)
+	}
+	r = synthetic()
+	g := r.MPIFor(results.TargetGo)
+	g.OK, g.Errors, g.ErrorText, g.StartupMs, g.Startup = 0, 1, []string{"run 1: 8 of 8 ranks came up as singletons"}, nil, results.MsStats{}
+	if p := strings.Join(Check(r), "; "); !strings.Contains(p, "mpi-startup: slurmd-go: 0 of 1 MPI jobs ok, 1 failed") {
+		t.Fatalf("a failed MPI run: %q", p)
+	}
+	// A run older than the scenario is not asked for its figures.
+	r = synthetic()
+	r.MPI = nil
+	r.Status = slices.DeleteFunc(r.Status, func(s results.ScenarioStatus) bool { return s.Name == "mpi-startup" })
+	if p := Check(r); len(p) != 0 {
+		t.Fatalf("a run without mpi-startup: %v", p)
+	}
+}
+
+func TestMPISection(t *testing.T) {
+	s := mpiSection(synthetic(), "")
+	for _, want := range []string{"`srun -p <its partition> -N4 -n8 -O --mpi=pmi2 -K1 hello` as root, 1 run with no warm-up run", "8 ranks on 2 cores",
+		"| stock | bstock,bstock2,bstock3,bstock4 | 8 | 1 of 1 | 0 | 4000 |", "| 1.00× | 1.00× |",
+		"slurmd-go's median MPI startup takes 0.50× stock's (2000 vs 4000 ms), its median srun 0.56× (2500 vs 4500 ms)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("mpi section lacks %q:\n%s", want, s)
+		}
+	}
+	r := synthetic()
+	g := r.MPIFor(results.TargetGo)
+	g.OK, g.Errors, g.ErrorText, g.StartupMs, g.Startup = 0, 1, []string{"run 1: 8 of 8 ranks came up as singletons\nhello"}, nil, results.MsStats{}
+	g.WallMs, g.Wall, g.BarrierMs = nil, results.MsStats{}, nil
+	if s := mpiSection(r, ""); !strings.Contains(s, "- slurmd-go: run 1: 8 of 8 ranks came up as singletons ⏎ hello") || strings.Contains(s, "median MPI startup takes") ||
+		!strings.Contains(s, "| 0 of 1 | 1 | – | – | – | – | – | – | – | – | – | – |") {
+		t.Errorf("mpi section of a failed slurmd-go run:\n%s", s)
+	}
+	if s := mpiSection(&results.Results{}, ""); !strings.Contains(s, "Not measured") {
+		t.Errorf("empty run: %s", s)
+	}
+}
+
+// A partial run (benchrun -only) renders its own scenarios' blocks and no other; a complete
+// run older than a scenario leaves that scenario's block alone.
+func TestRenders(t *testing.T) {
+	sec := func(name string) Section {
+		for _, s := range Sections {
+			if s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no section %s", name)
+		return Section{}
+	}
+	full := synthetic()
+	for _, n := range []string{"machine", "targets", "ping", "idle", "srun", "mpi", "scenarios"} {
+		if !Renders(full, sec(n)) {
+			t.Errorf("a complete run does not render %s", n)
+		}
+	}
+	old := synthetic()
+	old.MPI = nil
+	old.Status = slices.DeleteFunc(old.Status, func(s results.ScenarioStatus) bool { return s.Name == "mpi-startup" })
+	if Renders(old, sec("mpi")) || !Renders(old, sec("srun")) || !Renders(old, sec("machine")) {
+		t.Error("a run without mpi-startup: wrong sections")
+	}
+	part := synthetic()
+	part.Config.Only = []string{"mpi-startup"}
+	part.Status = []results.ScenarioStatus{{Name: "mpi-startup", Status: results.StatusMeasured}}
+	for _, s := range Sections {
+		if got := Renders(part, s); got != (s.Name == "mpi") {
+			t.Errorf("a run of -only mpi-startup: Renders(%s) = %v", s.Name, got)
+		}
+	}
+	dir := t.TempDir()
+	rfc := filepath.Join(dir, "rfc")
+	if err := os.MkdirAll(rfc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "<!-- BEGIN GENERATED results-machine.md -->\nold machine\n<!-- END GENERATED results-machine.md -->\n" +
+		"<!-- BEGIN GENERATED results-mpi.md -->\nold mpi\n<!-- END GENERATED results-mpi.md -->\n"
+	path := filepath.Join(rfc, RFCName)
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skipPlots = true
+	defer func() { skipPlots = false }()
+	if err := Write(part, filepath.Join(dir, "mpi-startup"), rfc); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if s := string(b); !strings.Contains(s, "old machine") || strings.Contains(s, "old mpi") || !strings.Contains(s, "MPI startup: per daemon") {
+		t.Fatalf("after the partial render:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(rfc, "results-machine.md")); !os.IsNotExist(err) {
+		t.Fatalf("a partial run wrote the machine fragment (%v)", err)
+	}
+	if hasPlots(part) || !hasPlots(full) {
+		t.Fatal("plots: a run of mpi-startup alone has none, a complete run has them")
+	}
+	part.Config.Only = append(part.Config.Only, "hold")
+	part.Status = append(part.Status, results.ScenarioStatus{Name: "hold", Status: results.StatusMeasured})
+	if !hasPlots(part) {
+		t.Fatal("a partial run with hold has no plots")
+	}
+}
+
+// A partial run is checked for its own scenarios only: what it did not run is not missing.
+func TestCheck_PartialRun(t *testing.T) {
+	full := synthetic()
+	r := &results.Results{Schema: results.SchemaVersion, Profile: "smoke", Machine: full.Machine, Targets: full.Targets,
+		Config: results.Config{VUs: full.Config.VUs, StatusVUs: full.Config.StatusVUs, Holds: full.Config.Holds, Only: []string{"mpi-startup"}},
+		MPI:    full.MPI, Status: []results.ScenarioStatus{{Name: "mpi-startup", Status: results.StatusMeasured}}}
+	if p := Check(r); len(p) != 0 {
+		t.Fatalf("a run of mpi-startup alone: %v", p)
+	}
+	r.MPI = r.MPI[:1]
+	if p := strings.Join(Check(r), "; "); p != "mpi-startup: no run for slurmd-go" {
+		t.Fatalf("a run of mpi-startup alone without slurmd-go's figures: %q", p)
+	}
+	r.Config.Only = []string{"mpi-startup", "srun-launch"}
+	if p := strings.Join(Check(r), "; "); !strings.Contains(p, "srun-launch: no run for stock") || strings.Contains(p, "ping-closed") {
+		t.Fatalf("a run of mpi-startup and srun-launch: %q", p)
 	}
 }

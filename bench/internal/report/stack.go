@@ -22,7 +22,7 @@ func SectionsFor(r *results.Results) []Section {
 	for _, s := range Sections {
 		switch s.Name {
 		case "munge":
-			s = Section{"tokens", "auth/slurm tokens: what authentication costs", tokensSection}
+			s = Section{"tokens", "auth/slurm tokens: what authentication costs", tokensSection, []string{"token-rate"}}
 		case "amdahl":
 			s.Title = "Amdahl model (auth/slurm: no I/O wait)"
 		}

@@ -6,7 +6,9 @@ package results
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 
 	"github.com/tiee-hpc/tiee/bench/internal/flood"
 	"github.com/tiee-hpc/tiee/bench/internal/launch"
@@ -58,6 +60,7 @@ type Results struct {
 	Jobs   []JobThroughput     `json:"jobs,omitempty"`  // job-throughput, one per daemon
 	StepMg []StepRSS           `json:"stepd,omitempty"` // stepd-rss, one per daemon
 	Srun   []SrunLaunch        `json:"srun,omitempty"`  // srun-launch, one per daemon
+	MPI    []MPIStartup        `json:"mpi,omitempty"`   // mpi-startup, one per daemon with a multi-node partition
 	Status []ScenarioStatus    `json:"scenarios"`
 	Extra  map[string]any      `json:"extra,omitempty"` // later scenarios' figures, by scenario name
 	Notes  []string            `json:"notes,omitempty"`
@@ -135,6 +138,12 @@ type Config struct {
 	SampleIntervalMS float64 `json:"sample_interval_ms"`
 	// JobsPerCore: jobs that may share a core in the per-daemon partitions (OverSubscribe=FORCE).
 	JobsPerCore int `json:"jobs_per_core,omitempty"`
+	// Only: the scenarios the run was limited to (benchrun -only); empty: every scenario.
+	// A partial run renders only its own scenarios' RFC blocks.
+	Only []string `json:"only,omitempty"`
+	// NodesPerDaemon: nodes of the stock slurmd's and slurmd-go's multi-node partitions
+	// (mpi-startup's steps); 0 in runs that had none.
+	NodesPerDaemon int `json:"nodes_per_daemon,omitempty"`
 }
 
 // Target is one server under test.
@@ -355,6 +364,88 @@ type SrunLaunch struct {
 	MaxMs     float64   `json:"max_ms"`
 	MeanMs    float64   `json:"mean_ms"`
 	Seconds   float64   `json:"seconds"` // all timed runs together
+}
+
+// MPIStartup is Runs sequential MPI jobs of Ranks ranks on the Nodes of one daemon's multi-node
+// partition: `srun -N<nodes> -n<ranks> -O --mpi=pmi2 hello` as root, hello being
+// slurmd-go/integration/testdata/mpi/hello.c built with the stack's mpicc.mpich. Each run
+// has two times from srun's start: Startup, until srun relays rank 0's line written after
+// MPI_Init, an allreduce and a barrier of every rank (so every rank has passed MPI_Init), and
+// Wall, until srun exits (MPI_Finalize, the step's and the job's end included). A run counts
+// only if srun exits 0 and the output is one MPI job of Ranks ranks on all the nodes (every
+// rank's hello with the right size, the allreduce checked, one rank 0): ranks that come up as
+// singletons fail it. Statistics are over the runs that counted; the warm-up run before them
+// is in none.
+type MPIStartup struct {
+	Target    string    `json:"target"`
+	Partition string    `json:"partition"`
+	Nodes     []string  `json:"nodes"`
+	Ranks     int       `json:"ranks"`
+	Command   string    `json:"command"`
+	Runs      int       `json:"runs"`      // timed runs asked for
+	TimeoutS  float64   `json:"timeout_s"` // each run's limit
+	Warmup    bool      `json:"warmup"`    // one untimed run came first
+	WarmupMs  float64   `json:"warmup_ms,omitempty"`
+	StartupMs []float64 `json:"startup_ms"` // every run that counted, in run order
+	WallMs    []float64 `json:"wall_ms"`    // the same runs' srun wall times
+	BarrierMs []float64 `json:"barrier_ms"` // the same runs' barrier as rank 0's MPI_Wtime timed it
+	FailedMs  []float64 `json:"failed_ms,omitempty"`
+	OK        int       `json:"ok"`
+	Errors    int       `json:"errors"`
+	ErrorText []string  `json:"error_samples,omitempty"` // the first few failures
+	Startup   MsStats   `json:"startup"`
+	Wall      MsStats   `json:"wall"`
+	Seconds   float64   `json:"seconds"` // all timed runs together
+}
+
+// MsStats summarises a few timings (ms): the median by nearest rank, the extremes, the mean.
+type MsStats struct {
+	P50  float64 `json:"p50_ms"`
+	Min  float64 `json:"min_ms"`
+	Max  float64 `json:"max_ms"`
+	Mean float64 `json:"mean_ms"`
+}
+
+// Summarize is xs's MsStats (zero for none); xs keeps its order.
+func Summarize(xs []float64) MsStats {
+	if len(xs) == 0 {
+		return MsStats{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+	}
+	return MsStats{P50: NearestRank(s, 50), Min: s[0], Max: s[len(s)-1], Mean: sum / float64(len(s))}
+}
+
+// NearestRank is the p-th percentile of sorted (ascending, not empty) by the nearest-rank
+// method: the smallest value with at least p % of the values at or below it.
+func NearestRank(sorted []float64, p float64) float64 {
+	i := int(math.Ceil(p*float64(len(sorted))/100)) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// MPIFor is target's mpi-startup measurement (nil if absent).
+func (r *Results) MPIFor(target string) *MPIStartup {
+	for i := range r.MPI {
+		if r.MPI[i].Target == target {
+			return &r.MPI[i]
+		}
+	}
+	return nil
+}
+
+// Ran reports whether the run has a status for scenario name (it ran, failed, or said why it
+// could not).
+func (r *Results) Ran(name string) bool {
+	for _, s := range r.Status {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // SrunFor is target's srun-launch measurement (nil if absent).

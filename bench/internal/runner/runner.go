@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -50,7 +51,27 @@ const (
 	nodeStock = "bstock"
 	nodeGo    = "bgo"
 	nodeGoNet = "bgonet"
+	// extraNodes is how many extra nodes of its own kind the stock slurmd and slurmd-go each
+	// get (bstock2 … bstock4, bgo2 … bgo4): with its daemon, the 4 nodes of mpi-startup's
+	// steps. They idle through every other scenario, which aims at the three nodes above.
+	extraNodes = 3
 )
+
+// nodeSpecs are the bench cluster's node daemons: the three under test, then the extra
+// nodes of the stock slurmd and of slurmd-go (gnet).
+func nodeSpecs() []launch.NodeSpec {
+	specs := []launch.NodeSpec{
+		{Name: nodeStock, Impl: launch.ImplStock},
+		{Name: nodeGo, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=gnet"}},
+		{Name: nodeGoNet, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=net"}},
+	}
+	for _, of := range specs[:2] {
+		for i := 2; i <= extraNodes+1; i++ {
+			specs = append(specs, launch.NodeSpec{Name: fmt.Sprintf("%s%d", of.Name, i), Impl: of.Impl, Env: of.Env, Of: of.Name})
+		}
+	}
+	return specs
+}
 
 // Options configure Run.
 type Options struct {
@@ -124,7 +145,7 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 			Holds: p.Holds, HoldProbeS: p.HoldProbe.Seconds(), HoldProbeRate: p.HoldProbeRate,
 			OpenHeld: p.OpenHeld, OpenDurationS: p.OpenDuration.Seconds(), OpenRateFraction: p.OpenRateFraction,
 			RPCTimeoutS: p.RPCTimeout.Seconds(), MessageTimeoutS: launch.MessageTimeout.Seconds(),
-			JobsPerCore: launch.JobsPerCore,
+			JobsPerCore: launch.JobsPerCore, Only: onlyList(o.Only), NodesPerDaemon: extraNodes + 1,
 			SlurmdDebug: "info", MungedThreads: o.MungedThreads, SourceAddrs: o.Sources,
 			SampleIntervalMS: float64(procstat.DefaultInterval) / float64(time.Millisecond),
 		},
@@ -151,11 +172,7 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	logf("bench %s on %s (stock %s): work dir %s", p.Name, o.Stack.Label(), res.Stack.Stock, dir)
 	c, err := launch.Start(ctx, launch.Options{
 		Dir: dir, Stack: o.Stack, SlurmdGo: o.SlurmdGo, MungedThreads: o.MungedThreads, SlurmdDebug: res.Config.SlurmdDebug,
-		Nodes: []launch.NodeSpec{
-			{Name: nodeStock, Impl: launch.ImplStock},
-			{Name: nodeGo, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=gnet"}},
-			{Name: nodeGoNet, Impl: launch.ImplGo, Env: []string{"TIEE_RPC_SERVER=net"}},
-		},
+		Nodes: nodeSpecs(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runner: start cluster (work dir %s): %w", dir, err)
@@ -166,8 +183,8 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 		}
 		logf("cluster stopped")
 	}()
-	logf("cluster %s up: slurmctld :%d, nodes %s :%d (stock), %s :%d (slurmd-go gnet), %s :%d (slurmd-go net)",
-		c.Name, c.CtldPort, nodeStock, c.Node(nodeStock).Port, nodeGo, c.Node(nodeGo).Port, nodeGoNet, c.Node(nodeGoNet).Port)
+	logf("cluster %s up: slurmctld :%d, nodes %s :%d (stock), %s :%d (slurmd-go gnet), %s :%d (slurmd-go net); %d extra nodes each for %s and %s",
+		c.Name, c.CtldPort, nodeStock, c.Node(nodeStock).Port, nodeGo, c.Node(nodeGo).Port, nodeGoNet, c.Node(nodeGoNet).Port, extraNodes, nodeStock, nodeGo)
 
 	a, err := clientAuth(c)
 	if err != nil {
@@ -209,7 +226,7 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 	}
 
 	env := &scenarios.Env{
-		Ctx: ctx, Profile: p, Stack: o.Stack, Cluster: c, Targets: targets, Auth: a, Res: res, Out: o.Out, Logf: logf,
+		Ctx: ctx, Profile: p, RepoRoot: o.RepoRoot, Stack: o.Stack, Cluster: c, Targets: targets, Auth: a, Res: res, Out: o.Out, Logf: logf,
 		FillParallel: fillParallel,
 		Recycled:     map[slurmproto.MsgType]*flood.Recycled{},
 	}
@@ -247,6 +264,18 @@ func Run(ctx context.Context, o Options) (res *results.Results, err error) {
 		logf("work dir kept: %s (logs: %s)", dir, filepath.Join(dir, "*.log"))
 	}
 	return res, nil
+}
+
+// onlyList is the -only selection, sorted (nil: every scenario).
+func onlyList(only map[string]bool) []string {
+	var l []string
+	for n, on := range only {
+		if on {
+			l = append(l, n)
+		}
+	}
+	sort.Strings(l)
+	return l
 }
 
 // stackOf is what results.json records of stack.
