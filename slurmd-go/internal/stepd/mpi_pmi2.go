@@ -362,11 +362,21 @@ func (h *pmi2Host) ToSrun(ctx context.Context, msg []byte) ([]byte, error) {
 	return b, nil
 }
 
-// KillStep implements pmi2.Transport.
-func (h *pmi2Host) KillStep() {
-	if h.st.KillStep != nil {
-		h.st.KillStep(syscall.SIGKILL)
+// sigTermKill is SIG_TERM_KILL (slurm_protocol_defs.h): SIGCONT, SIGTERM,
+// then SIGKILL.
+const sigTermKill = 991
+
+// KillStep implements pmi2.Transport: SIGKILL, as 22.05 and 24.11 send
+// for every cause; 26.05 sends SIG_TERM_KILL for a task's abort.
+func (h *pmi2Host) KillStep(abort bool) {
+	if h.st.KillStep == nil {
+		return
 	}
+	sig := uint16(syscall.SIGKILL)
+	if abort && h.st.Spec.ProtocolVersion >= slurmproto.Version2605 {
+		sig = sigTermKill
+	}
+	h.st.KillStep(sig)
 }
 
 func (h *pmi2Host) dialSrun(ctx context.Context) (net.Conn, error) {
