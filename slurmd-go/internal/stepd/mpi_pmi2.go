@@ -236,6 +236,12 @@ func (h *pmi2Host) sockets(conf *slurmconf.Config) error {
 	if err := os.Chown(h.sockPath, int(h.st.UID), -1); err != nil {
 		return fmt.Errorf("mpi/pmi2: failed to chown tree socket: %w", err)
 	}
+	// Stock binds under the umask slurmd inherited (0022 from systemd or a
+	// shell): only the user and root may connect, as slurmd's
+	// forward-data does with the sender's identity.
+	if err := os.Chmod(h.sockPath, 0o755); err != nil {
+		return fmt.Errorf("mpi/pmi2: failed to chmod tree socket: %w", err)
+	}
 	for range h.gtids {
 		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 		if err != nil {
