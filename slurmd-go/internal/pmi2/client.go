@@ -28,10 +28,13 @@ const (
 var ErrBadRequest = errors.New("pmi2: bad client request")
 
 // request is a parsed client request (client.c client_req_t): the command
-// and its key/value pairs in order (spawn repeats keys).
+// and its key/value pairs in order (spawn repeats keys). bodyErr says where
+// the pairs stopped parsing: as stock, the command still runs with the
+// pairs before it (MPICH's abort carries a free-text message).
 type request struct {
-	cmd   string
-	pairs [][2]string
+	cmd     string
+	pairs   [][2]string
+	bodyErr error
 }
 
 func (r *request) get(key string) (string, bool) {
@@ -111,7 +114,8 @@ func parseRequest(buf string, pmi2 bool) (*request, error) {
 			if strings.TrimRight(buf[k:], "\n") == "" {
 				break // the PMI-1 line's end
 			}
-			return nil, fmt.Errorf("%w: no value for key %s in req", ErrBadRequest, clip(buf[k:]))
+			r.bodyErr = fmt.Errorf("%w: no value for key %s in req", ErrBadRequest, clip(buf[k:]))
+			break
 		}
 		key := buf[k : k+eq]
 		v := k + eq + 1
@@ -120,7 +124,8 @@ func parseRequest(buf string, pmi2 bool) (*request, error) {
 			e++
 		}
 		if e >= len(buf) {
-			return nil, fmt.Errorf("%w: value not properly terminated in client request", ErrBadRequest)
+			r.bodyErr = fmt.Errorf("%w: value not properly terminated in client request", ErrBadRequest)
+			break
 		}
 		r.pairs = append(r.pairs, [2]string{key, buf[v:e]})
 		k = e + 1

@@ -23,6 +23,9 @@ func (s *Server) handlePMI1(tc *taskConn, lrank int, buf string) bool {
 		_ = tc.send([]byte("cmd=error rc=-1 msg=invalid_request\n"))
 		return false
 	}
+	if req.bodyErr != nil {
+		s.log.Debug("mpi/pmi2: client request pairs", "cmd", req.cmd, "error", req.bodyErr)
+	}
 	send := func(format string, args ...any) {
 		if err := tc.send([]byte(fmt.Sprintf(format, args...))); err != nil {
 			s.log.Debug("mpi/pmi2: response to a task failed", "lrank", lrank, "error", err)
@@ -44,15 +47,11 @@ func (s *Server) handlePMI1(tc *taskConn, lrank int, buf string) bool {
 		return true
 	case "abort":
 		// No answer: the step is cancelled.
-		s.tr.KillStep()
+		s.tr.KillStep(true)
 	case "get_my_kvsname":
 		send("cmd=my_kvsname rc=0 kvsname=%d.%d\n", s.cfg.JobID, s.cfg.StepID)
 	case "put":
-		k, _ := req.get("key")
-		v, _ := req.get("value")
-		s.mu.Lock()
-		s.tempAdd(k, v)
-		s.mu.Unlock()
+		s.put(req)
 		send("cmd=put_result rc=0\n")
 	case "get":
 		k, _ := req.get("key")
@@ -113,6 +112,9 @@ func (s *Server) handlePMI2(tc *taskConn, lrank int, buf string) bool {
 		_ = tc.send(pmi2Frame("cmd=error-response;rc=-1;errmsg=invalid request;"))
 		return false
 	}
+	if req.bodyErr != nil {
+		s.log.Debug("mpi/pmi2: client request pairs", "cmd", req.cmd, "error", req.bodyErr)
+	}
 	send := func(format string, args ...any) {
 		if err := tc.send(pmi2Frame(fmt.Sprintf(format, args...))); err != nil {
 			s.log.Debug("mpi/pmi2: response to a task failed", "lrank", lrank, "error", err)
@@ -139,16 +141,12 @@ func (s *Server) handlePMI2(tc *taskConn, lrank int, buf string) bool {
 		return true
 	case "abort":
 		if w, _ := req.getBool("isworld"); w {
-			s.tr.KillStep()
+			s.tr.KillStep(true)
 		}
 	case "job-getid":
 		send("cmd=job-getid-response;rc=0;jobid=%s;", s.cfg.PMIJobID)
 	case "kvs-put":
-		k, _ := req.get("key")
-		v, _ := req.get("value")
-		s.mu.Lock()
-		s.tempAdd(k, v)
-		s.mu.Unlock()
+		s.put(req)
 		send("cmd=kvs-put-response;rc=0;")
 	case "kvs-fence":
 		s.mu.Lock()
@@ -250,4 +248,17 @@ func (s *Server) jobAttr(key string) (string, bool) {
 		return s.cfg.NetInfo(), true
 	}
 	return "", false
+}
+
+// put adds a task's pair to the fence being built; temp_kvs_add skips a
+// put without key or value.
+func (s *Server) put(req *request) {
+	k, okK := req.get("key")
+	v, okV := req.get("value")
+	if !okK || !okV {
+		return
+	}
+	s.mu.Lock()
+	s.tempAdd(k, v)
+	s.mu.Unlock()
 }

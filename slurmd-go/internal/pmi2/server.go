@@ -23,9 +23,10 @@ type Transport interface {
 	// ToSrun sends one tree message to srun and returns its answer (the
 	// name service: tree_msg_to_srun_with_resp).
 	ToSrun(ctx context.Context, msg []byte) ([]byte, error)
-	// KillStep cancels the step on every node (slurm_kill_job_step with
-	// SIGKILL).
-	KillStep()
+	// KillStep cancels the step on every node (slurm_kill_job_step):
+	// abort is a task's PMI abort (26.05 sends SIG_TERM_KILL for it), else
+	// a fence that failed (SIGKILL).
+	KillStep(abort bool)
 }
 
 // Config is the step as the server needs it (setup.c job_info, tree_info).
@@ -347,7 +348,7 @@ func (s *Server) maybeSendUp() {
 		s.log.Error(fmt.Sprintf("mpi/pmi2: failed to send temp kvs to %s", to), "error", err)
 		s.fenceRespToClients(-1, "mpi/pmi2: failed to send temp kvs")
 		// Cancel the step so that its tasks do not hang.
-		s.tr.KillStep()
+		s.tr.KillStep(false)
 		return
 	}
 	s.waitingResp = true
@@ -468,7 +469,7 @@ func (s *Server) treeFenceResp(body []byte) {
 	if err != nil {
 		s.log.Error("mpi/pmi2: unpack kvs error in fence resp", "error", err)
 		s.fenceRespToClients(-1, "mpi/pmi2: unpack kvs error in fence resp")
-		s.tr.KillStep()
+		s.tr.KillStep(false)
 		return
 	}
 	switch {
@@ -478,7 +479,7 @@ func (s *Server) treeFenceResp(body []byte) {
 	case seq != s.seq-1:
 		s.log.Error(fmt.Sprintf("mpi/pmi2: invalid kvs seq from srun, expect %d got %d", s.seq-1, seq))
 		s.fenceRespToClients(-1, "mpi/pmi2: invalid kvs seq from srun")
-		s.tr.KillStep()
+		s.tr.KillStep(false)
 		return
 	}
 	if !s.waitingResp {
@@ -493,7 +494,7 @@ func (s *Server) treeFenceResp(body []byte) {
 	if err != nil {
 		s.log.Error("mpi/pmi2: unpack kvs error in fence resp", "error", err)
 		s.fenceRespToClients(-1, "mpi/pmi2: unpack kvs error in fence resp")
-		s.tr.KillStep()
+		s.tr.KillStep(false)
 		return
 	}
 	s.fenceRespToClients(0, "")

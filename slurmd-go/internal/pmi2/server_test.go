@@ -21,12 +21,13 @@ import (
 
 // fakeTransport records what the server sends up and the kills.
 type fakeTransport struct {
-	mu    sync.Mutex
-	up    [][]byte
-	upCh  chan []byte
-	fail  int // Up fails this many times first
-	kills int
-	srun  func(msg []byte) ([]byte, error)
+	mu     sync.Mutex
+	aborts int
+	up     [][]byte
+	upCh   chan []byte
+	fail   int // Up fails this many times first
+	kills  int
+	srun   func(msg []byte) ([]byte, error)
 }
 
 func newFake() *fakeTransport { return &fakeTransport{upCh: make(chan []byte, 16)} }
@@ -51,8 +52,11 @@ func (f *fakeTransport) ToSrun(ctx context.Context, msg []byte) ([]byte, error) 
 	return f.srun(msg)
 }
 
-func (f *fakeTransport) KillStep() {
+func (f *fakeTransport) KillStep(abort bool) {
 	f.mu.Lock()
+	if abort {
+		f.aborts++
+	}
 	f.kills++
 	f.mu.Unlock()
 }
@@ -399,18 +403,31 @@ func TestFenceResp_BadSeq(t *testing.T) {
 // TestBadInput: lines that do not parse get an error answer and the
 // connection goes on; no input panics the server.
 func TestBadInput(t *testing.T) {
-	s := NewServer(testConfig(), newFake(), hclog.NewNullLogger())
+	f := newFake()
+	s := NewServer(testConfig(), f, hclog.NewNullLogger())
 	c := startTask(t, s, 0)
 	c.exchange("cmd=init pmi_version=1 pmi_subversion=1\n", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1\n")
 	c.exchange("hello\n", "cmd=error rc=-1 msg=invalid_request\n")
 	c.exchange("cmd=frobnicate\n", "cmd=error rc=-1 msg=invalid_command\n")
-	c.exchange("cmd=put key\n", "cmd=error rc=-1 msg=invalid_request\n")
+	// As stock, pairs that do not parse leave the command to run without
+	// them: a put without key adds nothing.
+	c.exchange("cmd=put key\n", "cmd=put_result rc=0\n")
 	c.exchange("cmd=getbyidx kvsname=7.0 idx=0\n", "cmd=getbyidx rc=-1 msg=not_supported_by_slurmd-go\n")
 	c.write("mcmd=spawn\nexecname=a\nendcmd\n")
 	if got := c.line(); got != "cmd=spawn_result rc=-1 errmsg=not_supported_by_slurmd-go\n" {
 		t.Fatalf("spawn: %q", got)
 	}
 	c.exchange("cmd=get_appnum\n", "cmd=appnum rc=0 appnum=-1\n")
+	// MPICH 4.2's MPI_Abort: a free-text message among the pairs; the step
+	// is cancelled, nothing answered.
+	c.write("cmd=abort exitcode=3 error_msg=application called MPI_Abort(MPI_COMM_WORLD, 3) - process 2\n")
+	waitKills(t, f, 1)
+	f.mu.Lock()
+	aborts := f.aborts
+	f.mu.Unlock()
+	if aborts != 1 {
+		t.Fatalf("%d aborts", aborts)
+	}
 
 	// A line longer than any request ends the connection.
 	c2 := startTask(t, s, 1)

@@ -236,6 +236,12 @@ func (h *pmi2Host) sockets(conf *slurmconf.Config) error {
 	if err := os.Chown(h.sockPath, int(h.st.UID), -1); err != nil {
 		return fmt.Errorf("mpi/pmi2: failed to chown tree socket: %w", err)
 	}
+	// Stock binds under the umask slurmd inherited (0022 from systemd or a
+	// shell): only the user and root may connect, as slurmd's
+	// forward-data does with the sender's identity.
+	if err := os.Chmod(h.sockPath, 0o755); err != nil {
+		return fmt.Errorf("mpi/pmi2: failed to chmod tree socket: %w", err)
+	}
 	for range h.gtids {
 		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -362,11 +368,21 @@ func (h *pmi2Host) ToSrun(ctx context.Context, msg []byte) ([]byte, error) {
 	return b, nil
 }
 
-// KillStep implements pmi2.Transport.
-func (h *pmi2Host) KillStep() {
-	if h.st.KillStep != nil {
-		h.st.KillStep(syscall.SIGKILL)
+// sigTermKill is SIG_TERM_KILL (slurm_protocol_defs.h): SIGCONT, SIGTERM,
+// then SIGKILL.
+const sigTermKill = 991
+
+// KillStep implements pmi2.Transport: SIGKILL, as 22.05 and 24.11 send
+// for every cause; 26.05 sends SIG_TERM_KILL for a task's abort.
+func (h *pmi2Host) KillStep(abort bool) {
+	if h.st.KillStep == nil {
+		return
 	}
+	sig := uint16(syscall.SIGKILL)
+	if abort && h.st.Spec.ProtocolVersion >= slurmproto.Version2605 {
+		sig = sigTermKill
+	}
+	h.st.KillStep(sig)
 }
 
 func (h *pmi2Host) dialSrun(ctx context.Context) (net.Conn, error) {

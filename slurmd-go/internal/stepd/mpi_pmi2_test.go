@@ -129,8 +129,8 @@ func TestPMI2Host_FirstLevel(t *testing.T) {
 	if err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("tree socket: %v %v", fi, err)
 	}
-	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != st.UID {
-		t.Errorf("tree socket owned by %d", uid)
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != st.UID || fi.Mode().Perm() != 0o755 {
+		t.Errorf("tree socket owned by %d, mode %v", uid, fi.Mode().Perm())
 	}
 	tenv, files, err := h.Task(MPITask{LocalID: 0, GlobalID: 0, NTasks: 2, FirstFD: 4})
 	if err != nil || len(files) != 1 {
