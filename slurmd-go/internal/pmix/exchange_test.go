@@ -114,8 +114,20 @@ func TestExchange_FenceAllNodes(t *testing.T) {
 			}
 		}
 	}
-	if got := c.m.sent[0]; got != "n1,n2@/spool/%n/stepd-go.pmix.5.1" {
-		t.Fatalf("first send %q: every other node, the unexpanded address", got)
+	// each node sent each fence once to every other node, at the unexpanded address
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	count := map[string]int{}
+	for _, s := range c.m.sent {
+		count[s]++
+	}
+	for _, want := range []string{"n1,n2", "n0,n2", "n0,n1"} {
+		if n := count[want+"@/spool/%n/stepd-go.pmix.5.1"]; n != 2 {
+			t.Errorf("sends to %s: %d, want 2 (all sends %q)", want, n, c.m.sent)
+		}
+	}
+	if len(c.m.sent) != 6 {
+		t.Errorf("%d sends, want 6: %q", len(c.m.sent), c.m.sent)
 	}
 }
 
