@@ -236,3 +236,30 @@ func TestExchange_AbortIsFatal(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestExchange_LongSignature: a fence over many ranks keys its messages by
+// a hash, so the key fits the wire's u16 length on every node alike.
+func TestExchange_LongSignature(t *testing.T) {
+	var ranks [][]uint32
+	for n := 0; n < 2; n++ {
+		var r []uint32
+		for i := 0; i < 200; i++ {
+			r = append(r, uint32(n*200+i))
+		}
+		ranks = append(ranks, r)
+	}
+	c := newCluster(t, ranks, time.Minute)
+	var all []uint32
+	for r := uint32(0); r < 400; r++ {
+		all = append(all, 399-r) // any order: the signature sorts
+	}
+	c.ex[0].fence(fenceMsg{id: 1, ranks: all, data: []byte("a")})
+	c.ex[1].fence(fenceMsg{id: 2, ranks: all[1:], data: []byte("b")}) // rank 399 left out: another fence
+	c.ex[1].fence(fenceMsg{id: 3, ranks: all, data: []byte("b")})
+	if r := c.next(t, 0); r != (result{"fence", 1, 0, "ab"}) {
+		t.Fatalf("node 0: %+v", r)
+	}
+	if r := c.next(t, 1); r != (result{"fence", 3, 0, "ab"}) {
+		t.Fatalf("node 1: %+v", r)
+	}
+}
