@@ -14,5 +14,8 @@
 //	         unlink script, rmdir, close socket, exit
 //
 // The socket serves the stock slurmstepd requests throughout (server.go).
+// A tasks step whose launch names an MPI plugin gets that plugin's host
+// (mpi.go: Prefork before the first fork, per-task environment and files,
+// AfterFork, Fini; mpi/pmi2 in mpi_pmi2.go over internal/pmi2).
 // The package never imports the daemon's packages (gnet, jobmgr, handlers).
 package stepd

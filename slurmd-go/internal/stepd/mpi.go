@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -62,8 +61,9 @@ type MPIStep struct {
 	Caller AddrCaller
 	Log    hclog.Logger
 	// KillStep signals every task of the step on every node, as stock's
-	// slurm_kill_job_step (through slurmctld).
-	KillStep func(sig syscall.Signal)
+	// slurm_kill_job_step (through slurmctld); signal may be one of
+	// Slurm's own (SIG_TERM_KILL).
+	KillStep func(signal uint16)
 }
 
 // mpiHosts maps MPIPluginID to the constructor of its host.
@@ -82,7 +82,8 @@ func RegisterMPIHost(pluginID uint32, newHost func(*MPIStep) (MPIHost, error)) {
 func (s *Step) newMPIHost() (MPIHost, error) {
 	m := s.launch
 	id := m.MPIPluginID
-	if mpiNone(id) {
+	// mgr.c: the interactive step (salloc's) gets no MPI hooks.
+	if mpiNone(id) || s.id.StepID == slurmproto.StepIDInteractive {
 		return nil, nil
 	}
 	newHost, ok := mpiHosts[id]
@@ -101,7 +102,7 @@ func (s *Step) newMPIHost() (MPIHost, error) {
 	caller, _ := s.opts.Ctld.(AddrCaller)
 	return newHost(&MPIStep{
 		Spec: s.spec, Launch: m, NodeID: s.nodeID, GTIDs: gtids, UID: s.uid, GID: s.gid,
-		Caller: caller, Log: s.log.Named("mpi"), KillStep: s.killStepEverywhere,
+		Caller: caller, Log: stepdTee{s.log.Named("mpi"), s}, KillStep: s.killStepEverywhere,
 	})
 }
 
@@ -119,6 +120,7 @@ func (s *Step) mpiPrefork() bool {
 	if err != nil {
 		s.log.Error("Failed mpi_g_slurmstepd_prefork", "error", err)
 		s.errorLine("%v", err)
+		s.errorLine("Failed mpi_g_slurmstepd_prefork")
 		return false
 	}
 	s.mpi = h
@@ -151,15 +153,20 @@ func (s *Step) mpiFini() {
 
 // killStepEverywhere is slurm_kill_job_step(job, step, sig): slurmctld
 // signals the step on all its nodes. A het step is named by its het job id,
-// as mpi/pmi2's job_info has it.
-func (s *Step) killStepEverywhere(sig syscall.Signal) {
+// as mpi/pmi2's job_info has it; 26.05 passes the step's het component
+// (earlier releases NO_VAL).
+func (s *Step) killStepEverywhere(sig uint16) {
 	jobID := s.id.JobID
 	if h := s.launch.HetJobID; h != 0 && h != slurmproto.NoVal {
 		jobID = h
 	}
+	comp := slurmproto.NoVal
+	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
+		comp = s.id.StepHetComp
+	}
 	req := &slurmproto.JobStepKill{
-		StepID: slurmproto.StepID{JobID: jobID, StepID: s.id.StepID, StepHetComp: slurmproto.NoVal},
-		Signal: uint16(sig),
+		StepID: slurmproto.StepID{JobID: jobID, StepID: s.id.StepID, StepHetComp: comp},
+		Signal: sig,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.callBudget())
 	defer cancel()
@@ -173,3 +180,30 @@ func (s *Step) killStepEverywhere(sig syscall.Signal) {
 		s.log.Error("slurm_kill_job_step failed", "signal", sig, "error", err)
 	}
 }
+
+// stepdTee is the plugin's logger: its lines also go to the job's stderr
+// at the step's stderr level, as a stock plugin's error() in slurmstepd
+// reaches srun ("slurmstepd-t1: error: mpi/pmi2: ...").
+type stepdTee struct {
+	hclog.Logger
+	s *Step
+}
+
+func (t stepdTee) Error(msg string, args ...any) {
+	t.Logger.Error(msg, args...)
+	t.s.stepdStderr(logError, msg)
+}
+
+func (t stepdTee) Info(msg string, args ...any) {
+	t.Logger.Info(msg, args...)
+	t.s.stepdStderr(logInfo, msg)
+}
+
+func (t stepdTee) Debug(msg string, args ...any) {
+	t.Logger.Debug(msg, args...)
+	t.s.stepdStderr(logDebug, msg)
+}
+
+func (t stepdTee) With(args ...any) hclog.Logger { return stepdTee{t.Logger.With(args...), t.s} }
+
+func (t stepdTee) Named(name string) hclog.Logger { return stepdTee{t.Logger.Named(name), t.s} }

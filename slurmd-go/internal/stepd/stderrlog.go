@@ -85,6 +85,11 @@ func (s *Step) stepdLog(level int, format string, args ...any) {
 	default:
 		s.log.Trace(msg)
 	}
+	s.stepdStderr(level, msg)
+}
+
+// stepdStderr is the job's-stderr half of stepdLog.
+func (s *Step) stepdStderr(level int, msg string) {
 	s.mu.Lock()
 	f, lim := s.stderr, max(s.errLevel, logError)
 	s.mu.Unlock()

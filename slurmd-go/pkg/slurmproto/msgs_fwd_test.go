@@ -51,7 +51,7 @@ func TestForwardData_LenMismatch(t *testing.T) {
 }
 
 // TestGoldenForwardData: frames of srun -N4 -n8 --mpi=pmi2 (MPICH) on stock
-// 22.05.8 nodes: a stepd's KVS_FENCE to its tree parent t1, srun's
+// 22.05.8 and 24.11.5 nodes: a stepd's KVS_FENCE to its tree parent t1, srun's
 // KVS_FENCE_RESP to t1 with forward list t[2-3], and t1's relay of it.
 func TestGoldenForwardData(t *testing.T) {
 	const addr = "/tmp/pmi2-c/spool/%n/sock.pmi2.1.0"
@@ -66,6 +66,12 @@ func TestGoldenForwardData(t *testing.T) {
 		// TREE_CMD_KVS_FENCE_RESP (1), seq 1, no pairs.
 		{"forward_data_fence_resp_fwd_v2600.bin", "t[2-3]", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 1}}},
 		{"forward_data_relayed_v2600.bin", "", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 1}}},
+		// 24.11.5 in its chroot, the same step: t3's stepd to t1, srun to
+		// t3 with forward list t4, t3's relay to t4.
+		{"r2411/munge/forward_data_fence_v2a00.bin", "", &ForwardData{Address: addr, Len: 21,
+			Data: []byte{0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 't', '3', 0, 0, 0, 0, 1, 0, 0, 0, 1}}},
+		{"r2411/munge/forward_data_fence_resp_fwd_v2a00.bin", "t4", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 1}}},
+		{"r2411/munge/forward_data_relayed_v2a00.bin", "", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -76,7 +82,7 @@ func TestGoldenForwardData(t *testing.T) {
 			if !reflect.DeepEqual(b, Body(tc.want)) {
 				t.Errorf("got %+v\nwant %+v", b, tc.want)
 			}
-			if enc, err := EncodeBody(Version2205, tc.want); err != nil || !bytes.Equal(enc, m.Body) {
+			if enc, err := EncodeBody(m.Header.Version, tc.want); err != nil || !bytes.Equal(enc, m.Body) {
 				t.Errorf("EncodeBody(want): %v", err)
 			}
 		})
