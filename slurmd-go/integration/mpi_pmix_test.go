@@ -18,8 +18,9 @@ import (
 
 // mpiHello is the MPI program of the pmix tests: each rank prints its rank,
 // the size, its host, an allreduce sum it checks and a timed barrier
-// (the time is not printed: it differs from run to run). With an argument,
-// rank 1 calls MPI_Abort with status 7 first.
+// (the time is not printed: it differs from run to run). With "abort", rank
+// 1 calls MPI_Abort with status 7 first; with "exit", it exits with 5 after
+// MPI_Finalize.
 const mpiHello = `#include <mpi.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ int main(int argc, char **argv) {
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	gethostname(host, sizeof(host));
-	if (argc > 1 && rank == 1)
+	if (argc > 1 && rank == 1 && argv[1][0] == 'a')
 		MPI_Abort(MPI_COMM_WORLD, 7);
 	one = rank + 1;
 	MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -40,6 +41,8 @@ int main(int argc, char **argv) {
 	int ok = sum == size * (size + 1) / 2 && dt >= 0;
 	printf("rank %d of %d on %s: sum %d %s\n", rank, size, host, sum, ok ? "ok" : "WRONG");
 	MPI_Finalize();
+	if (argc > 1 && rank == 1 && argv[1][0] == 'e')
+		return 5;
 	return ok ? 0 : 3;
 }
 `
@@ -153,6 +156,8 @@ func TestMPI_PMIx(t *testing.T) {
 		{"Directories", user, []string{"-N2", "-n2", "-w", strings.Join(p.sut.NodeNames()[:2], ","), "sh", "-c", pmixDirsScript}, dirLines(t, user, p.sut.NodeNames()[:2]), 0, nil},
 		// PMIx_Abort: srun exits with the status (its abort agent got it) and the step is killed
 		{"Abort", user, []string{"-N2", "-n4", "./hello", "abort"}, []string{""}, 7, nil},
+		// a rank that exits non-zero: srun reports it and exits with its status
+		{"RankExits", user, []string{"-N2", "-n4", "./hello", "exit"}, rankLines(4, true), 5, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			type result struct {

@@ -2,7 +2,9 @@ package pmix
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -105,8 +107,17 @@ func (e *exchange) participants(ranks []uint32) ([]int, string, error) {
 		nodes = append(nodes, n)
 	}
 	slices.Sort(nodes)
-	return nodes, strings.Join(sig, ","), nil
+	key := strings.Join(sig, ",")
+	if len(key) > maxSigLen {
+		// the wire carries the key in a u16: a long rank list goes as its hash
+		sum := sha256.Sum256([]byte(key))
+		key = "h" + hex.EncodeToString(sum[:])
+	}
+	return nodes, key, nil
 }
+
+// maxSigLen bounds a fence signature sent as is.
+const maxSigLen = 256
 
 func (e *exchange) getColl(key string) *coll {
 	c := e.colls[key]

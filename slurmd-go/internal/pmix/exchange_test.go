@@ -114,8 +114,20 @@ func TestExchange_FenceAllNodes(t *testing.T) {
 			}
 		}
 	}
-	if got := c.m.sent[0]; got != "n1,n2@/spool/%n/stepd-go.pmix.5.1" {
-		t.Fatalf("first send %q: every other node, the unexpanded address", got)
+	// each node sent each fence once to every other node, at the unexpanded address
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	count := map[string]int{}
+	for _, s := range c.m.sent {
+		count[s]++
+	}
+	for _, want := range []string{"n1,n2", "n0,n2", "n0,n1"} {
+		if n := count[want+"@/spool/%n/stepd-go.pmix.5.1"]; n != 2 {
+			t.Errorf("sends to %s: %d, want 2 (all sends %q)", want, n, c.m.sent)
+		}
+	}
+	if len(c.m.sent) != 6 {
+		t.Errorf("%d sends, want 6: %q", len(c.m.sent), c.m.sent)
 	}
 }
 
@@ -222,5 +234,32 @@ func TestExchange_AbortIsFatal(t *testing.T) {
 	c.ex[0].abort(3, 0, "rank 0 gave up")
 	if err := <-c.fatals; !strings.Contains(err.Error(), "rank 0 called PMIx_Abort (status 3): rank 0 gave up") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestExchange_LongSignature: a fence over many ranks keys its messages by
+// a hash, so the key fits the wire's u16 length on every node alike.
+func TestExchange_LongSignature(t *testing.T) {
+	var ranks [][]uint32
+	for n := 0; n < 2; n++ {
+		var r []uint32
+		for i := 0; i < 200; i++ {
+			r = append(r, uint32(n*200+i))
+		}
+		ranks = append(ranks, r)
+	}
+	c := newCluster(t, ranks, time.Minute)
+	var all []uint32
+	for r := uint32(0); r < 400; r++ {
+		all = append(all, 399-r) // any order: the signature sorts
+	}
+	c.ex[0].fence(fenceMsg{id: 1, ranks: all, data: []byte("a")})
+	c.ex[1].fence(fenceMsg{id: 2, ranks: all[1:], data: []byte("b")}) // rank 399 left out: another fence
+	c.ex[1].fence(fenceMsg{id: 3, ranks: all, data: []byte("b")})
+	if r := c.next(t, 0); r != (result{"fence", 1, 0, "ab"}) {
+		t.Fatalf("node 0: %+v", r)
+	}
+	if r := c.next(t, 1); r != (result{"fence", 3, 0, "ab"}) {
+		t.Fatalf("node 1: %+v", r)
 	}
 }

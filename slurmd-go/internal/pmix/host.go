@@ -114,11 +114,11 @@ func (h *host) Prefork(ctx context.Context, env *stepd.Env) error {
 		OnFatal: func(err error) {
 			// pmixp: an error the step cannot survive kills it everywhere
 			h.log.Error("killing the step", "error", err)
-			st.KillStep(syscall.SIGKILL)
+			st.KillStep(uint16(syscall.SIGKILL))
 		},
 		OnAbort: func(status int32, rank uint32, msg string) {
 			h.abortPropagate(status)
-			st.KillStep(syscall.SIGKILL)
+			st.KillStep(uint16(syscall.SIGKILL))
 		},
 		Log: h.log,
 	})
