@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -127,7 +126,8 @@ func TestSend_NamesFailedNodes(t *testing.T) {
 	if strings.Join(fe.Nodes, ",") != "b,c,ghost" {
 		t.Fatalf("failed nodes %v", fe.Nodes)
 	}
-	if rpc.ErrorToRC(fe.Errs["b"]) != uint32(syscall.ENOENT) || !strings.Contains(err.Error(), "no such file") {
+	var rce *RCError
+	if !errors.As(fe.Errs["b"], &rce) || rce.RC != uint32(syscall.ENOENT) || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("b: %v", fe.Errs["b"])
 	}
 	if err := Send(context.Background(), c, resolve, []string{"a"}, "/x", nil); err != nil {

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -133,10 +132,17 @@ func sendOne(ctx context.Context, c Caller, resolve Resolver, node string, msg *
 		return fmt.Errorf("unexpected reply %s", reply.MsgType())
 	}
 	if rc != 0 {
-		return rpc.WithRC(rc, fmt.Errorf("slurmd answered %s", rcText(rc)))
+		return &RCError{RC: rc}
 	}
 	return nil
 }
+
+// RCError is a node's answer other than success. Its own type, not
+// internal/rpc's, so that the step managers that send need no RPC server
+// (gnet) linked in.
+type RCError struct{ RC uint32 }
+
+func (e *RCError) Error() string { return "slurmd answered " + rcText(e.RC) }
 
 // rcText names an RC: forward-data answers carry errnos (ENOENT when the
 // socket is missing), other failures Slurm codes.
