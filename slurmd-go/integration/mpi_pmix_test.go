@@ -19,8 +19,7 @@ import (
 // mpiHello is the MPI program of the pmix tests: each rank prints its rank,
 // the size, its host, an allreduce sum it checks and a timed barrier
 // (the time is not printed: it differs from run to run). With "abort", rank
-// 1 calls MPI_Abort with status 7 first; with "exit", it exits with 5 after
-// MPI_Finalize.
+// 1 calls MPI_Abort with status 7 first.
 const mpiHello = `#include <mpi.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -41,17 +40,8 @@ int main(int argc, char **argv) {
 	int ok = sum == size * (size + 1) / 2 && dt >= 0;
 	printf("rank %d of %d on %s: sum %d %s\n", rank, size, host, sum, ok ? "ok" : "WRONG");
 	MPI_Finalize();
-	if (argc > 1 && rank == 1 && argv[1][0] == 'e')
-		return 5;
 	return ok ? 0 : 3;
 }
-`
-
-// mpi4pyAllreduce is the mpi4py check: a 4-rank allreduce of rank+1.
-const mpi4pyAllreduce = `from mpi4py import MPI
-c = MPI.COMM_WORLD
-s = c.allreduce(c.Get_rank() + 1, op=MPI.SUM)
-print("rank %d of %d: sum %d %s" % (c.Get_rank(), c.Get_size(), s, "ok" if s == c.Get_size() * (c.Get_size() + 1) // 2 else "WRONG"))
 `
 
 // pmixTmpFS makes the directory of TmpFS=<dir>/tmp-%n for nodes t1..tN: the
@@ -98,11 +88,11 @@ func exitCodeOf(err error) int {
 	return 0
 }
 
-// TestMPI_PMIx (issue 12, part 2): srun --mpi=pmix starts Open MPI programs
-// whose ranks find each other through the step manager's PMIx server, as on
-// stock nodes: one node with 4 ranks (overcommitted: a node has 2 CPUs), 4 nodes with 8 ranks (as the ordinary
-// user and as root) and an mpi4py allreduce on 4 ranks. Output (sorted: the
-// ranks print in any order) and exit codes equal stock's. OMPI_MCA_btl=self,tcp:
+// TestMPI_PMIx (issue 12, part 2): what TestMPI does not show of the step
+// manager's PMIx server, as on stock nodes: 4 ranks on one node (overcommitted:
+// a node has 2 CPUs), direct modex across nodes, the PMIx directories (names,
+// owners, modes, removed after each step) and PMIx_Abort's status reaching srun.
+// Output (sorted: the ranks print in any order) and exit codes equal stock's. OMPI_MCA_btl=self,tcp:
 // the ranks of different nodes share this host, where Open MPI's shared-memory
 // transport would crash.
 func TestMPI_PMIx(t *testing.T) {
@@ -125,14 +115,10 @@ func TestMPI_PMIx(t *testing.T) {
 		dirs[c] = dir
 	}
 	host, _ := os.Hostname()
-	rankLines := func(n int, onHost bool) []string {
+	rankLines := func(n int) []string {
 		var want []string
 		for r := 0; r < n; r++ {
-			if onHost {
-				want = append(want, fmt.Sprintf("rank %d of %d on %s: sum %d ok", r, n, host, n*(n+1)/2))
-			} else {
-				want = append(want, fmt.Sprintf("rank %d of %d: sum %d ok", r, n, n*(n+1)/2))
-			}
+			want = append(want, fmt.Sprintf("rank %d of %d on %s: sum %d ok", r, n, host, n*(n+1)/2))
 		}
 		slices.Sort(want)
 		return want
@@ -144,20 +130,15 @@ func TestMPI_PMIx(t *testing.T) {
 		exitCode   int
 		env        []string
 	}{
-		{"OneNode", user, []string{"-N1", "-n4", "--overcommit", "./hello"}, rankLines(4, true), 0, nil},
-		{"FourNodes", user, []string{"-N4", "-n8", "./hello"}, rankLines(8, true), 0, nil},
-		{"FourNodesRoot", "root", []string{"-N4", "-n8", "./hello"}, rankLines(8, true), 0, nil},
+		{"OneNode", user, []string{"-N1", "-n4", "--overcommit", "./hello"}, rankLines(4), 0, nil},
 		// Open MPI 4.1 (22.05's) fences without data and asks each peer's
 		// address by direct modex (the Open MPI 5 of 24.11 has no such knobs:
 		// there it is one more ordinary run)
-		{"DirectModex", user, []string{"-N4", "-n8", "./hello"}, rankLines(8, true), 0,
+		{"DirectModex", user, []string{"-N4", "-n8", "./hello"}, rankLines(8), 0,
 			[]string{"OMPI_MCA_pmix_base_async_modex=1", "OMPI_MCA_pmix_base_collect_data=0"}},
-		{"MPI4Py", user, []string{"-N4", "-n4", "python3", "-c", mpi4pyAllreduce}, rankLines(4, false), 0, nil},
 		{"Directories", user, []string{"-N2", "-n2", "-w", strings.Join(p.sut.NodeNames()[:2], ","), "sh", "-c", pmixDirsScript}, dirLines(t, user, p.sut.NodeNames()[:2]), 0, nil},
 		// PMIx_Abort: srun exits with the status (its abort agent got it) and the step is killed
 		{"Abort", user, []string{"-N2", "-n4", "./hello", "abort"}, []string{""}, 7, nil},
-		// a rank that exits non-zero: srun reports it and exits with its status
-		{"RankExits", user, []string{"-N2", "-n4", "./hello", "exit"}, rankLines(4, true), 5, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			type result struct {

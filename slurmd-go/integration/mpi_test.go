@@ -330,6 +330,23 @@ func testMPIContract(t *testing.T, p pair, dirs map[*cluster.Cluster]string) {
 			"0 PMI_FD= PMI_RANK= PMIX_RANK= SLURM_MPI_TYPE=", "1 PMI_FD= PMI_RANK= PMIX_RANK= SLURM_MPI_TYPE="})
 		sameLines(t, p, "stderr", ref.Stderr, sut.Stderr, nil)
 	})
+	// A plugin slurmd-go does not host (cray_shasta: Debian ships it, srun
+	// loads it) fails the launch with the reason on srun's stderr, where
+	// stock runs the step with that plugin's environment.
+	t.Run("Unhosted", func(t *testing.T) {
+		for _, c := range p.both() {
+			r := mpiSrun(t, c, cluster.TestUser, dirs[c], mpiFlavour{mpi: "cray_shasta"}, srunTimeout, "-N1", "-n1", "echo", "ran")
+			ended(t, p, c, r)
+			ran := r.ExitCode == 0 && strings.TrimSpace(r.Stdout) == "ran"
+			switch {
+			case c.Impl != cluster.ImplGo && !ran:
+				t.Errorf("%s: srun --mpi=cray_shasta did not run: %v", p.label(c), r)
+			case c.Impl == cluster.ImplGo && (strings.Contains(r.Stdout, "ran") || !strings.Contains(r.Stderr, "task 0 launch failed") ||
+				!strings.Contains(r.Stderr, "slurmd-go does not host mpi/cray_shasta")):
+				t.Errorf("%s: srun --mpi=cray_shasta ran, or its launch did not fail saying why: %v", p.label(c), r)
+			}
+		}
+	})
 	t.Run("ResvPorts", func(t *testing.T) {
 		ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
 			return mpiSrun(t, c, cluster.TestUser, dirs[c], mpich, srunTimeout, "-N4", "-n4", "printenv", "SLURM_STEP_RESV_PORTS")

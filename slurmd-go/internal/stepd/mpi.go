@@ -78,7 +78,7 @@ func RegisterMPIHost(pluginID uint32, newHost func(*MPIStep) (MPIHost, error)) {
 }
 
 // newMPIHost returns the step's MPI host, nil when its plugin needs none
-// (none, or unset). A plugin slurmd-go cannot host gets the warning.
+// (none, or unset). A plugin slurmd-go cannot host is an error.
 func (s *Step) newMPIHost() (MPIHost, error) {
 	m := s.launch
 	id := m.MPIPluginID
@@ -92,8 +92,10 @@ func (s *Step) newMPIHost() (MPIHost, error) {
 		if name == "" {
 			name = fmt.Sprint(id)
 		}
-		s.log.Warn("MPI plugin not hosted by slurmd-go: tasks run without its PMI server", "mpi", name)
-		return nil, nil
+		// Running the tasks without the plugin's server would leave MPI
+		// ranks to start as singletons or hang: the launch fails instead,
+		// saying why on srun's stderr.
+		return nil, fmt.Errorf("slurmd-go does not host mpi/%s (it hosts mpi/pmi2 and mpi/pmix): use --mpi=pmi2, --mpi=pmix or --mpi=none", name)
 	}
 	gtids := make([]uint32, len(s.tasks))
 	for i, t := range s.tasks {
