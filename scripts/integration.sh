@@ -9,7 +9,8 @@
 #   RUN    RELEASE/AUTH/TESTS: 22.05/munge/all, 26.05/slurm/subset, ...
 #          TESTS is "all" or "subset" (registration, batch, prolog at allocation, srun, sbcast, daemon admin, restart, suspend, gang, extern step
 #          and pam_slurm_adopt, callerid, TreeWidth forwarding, unconfirmed batch launch, bad input and
-#          bad tokens, --container and enable_stepmgr refused, task/affinity said, 24.11 nodes under a 26.05 slurmctld)
+#          bad tokens, --container and enable_stepmgr refused, task/affinity said, 24.11 nodes under a 26.05 slurmctld,
+#          MPI: TestMPI; not TestMPI_PMIx, as Debian's 26.05 has no srun mpi/pmix plugin)
 #
 # Logs: bin/logs/integration-RELEASE-AUTH.log (IMPL go) or
 # bin/logs/integration-stock-RELEASE-AUTH.log; the table also goes to
@@ -17,7 +18,7 @@
 # (default 25m, per run) are honoured.
 set -uo pipefail
 
-subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestGangScheduling|TestExternStep|TestCallerID|TestLaunchFailed_NoRequeue|TestForwarding_TreeWidth|TestBatchLaunch_Unconfirmed|TestBadInput_(DaemonKeepsServing|Tokens)|TestSbcast|TestBatchPrologAlloc|TestBatch_RegistrationListsRunningJob|TestDaemon_.*|TestContainer_Refused|TestStepmgr_Refused|TestAffinity_Unprovided|TestMixedRelease_2411NodesUnder2605)$'
+subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestGangScheduling|TestExternStep|TestCallerID|TestLaunchFailed_NoRequeue|TestForwarding_TreeWidth|TestBatchLaunch_Unconfirmed|TestBadInput_(DaemonKeepsServing|Tokens)|TestSbcast|TestBatchPrologAlloc|TestBatch_RegistrationListsRunningJob|TestDaemon_.*|TestContainer_Refused|TestStepmgr_Refused|TestAffinity_Unprovided|TestMixedRelease_2411NodesUnder2605|TestMPI)$'
 
 impl=${1:?usage: integration.sh go|stock RELEASE/AUTH/all|subset...}
 shift
