@@ -36,33 +36,15 @@ func init() {
 // slurm_kill_job_step sends slurmctld: the mpi/pmi2 step manager cancels its
 // step with SIGKILL when a KVS fence cannot complete. The same layout in
 // 22.05, 24.11 and 26.05 (the step id is the release's).
-type JobStepKill struct {
-	StepID  StepID
-	SJobID  string
-	Sibling string
-	Signal  uint16
-	Flags   uint16
-}
+type JobStepKill KillJobRequest
 
 // MsgType implements Body.
 func (JobStepKill) MsgType() MsgType { return RequestCancelJobStep }
 
 func init() {
 	RegisterBody(RequestCancelJobStep, typedCodec(spoken,
-		func(p *Packer, v uint16, m *JobStepKill) error {
-			p.StepID(v, m.StepID)
-			p.Str(m.SJobID)
-			p.Str(m.Sibling)
-			p.U16(m.Signal)
-			p.U16(m.Flags)
-			return nil
-		},
-		func(u *Unpacker, v uint16, _ MsgType, m *JobStepKill) error {
-			m.StepID, _ = u.StepID(v)
-			m.SJobID, _ = u.Str()
-			m.Sibling, _ = u.Str()
-			m.Signal, _ = u.U16()
-			m.Flags, _ = u.U16()
-			return nil
+		func(p *Packer, v uint16, m *JobStepKill) error { return packJobStepKill(p, v, (*KillJobRequest)(m)) },
+		func(u *Unpacker, v uint16, t MsgType, m *JobStepKill) error {
+			return unpackJobStepKill(u, v, t, (*KillJobRequest)(m))
 		}))
 }

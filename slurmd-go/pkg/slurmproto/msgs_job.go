@@ -579,6 +579,26 @@ type KillJobRequest struct {
 // MsgType implements Body.
 func (KillJobRequest) MsgType() MsgType { return RequestKillJob }
 
+// packJobStepKill and unpackJobStepKill are job_step_kill_msg_t, the body of
+// REQUEST_KILL_JOB and of REQUEST_CANCEL_JOB_STEP (JobStepKill).
+func packJobStepKill(p *Packer, v uint16, m *KillJobRequest) error {
+	p.StepID(v, m.StepID)
+	p.Str(m.SJobID)
+	p.Str(m.Sibling)
+	p.U16(m.Signal)
+	p.U16(m.Flags)
+	return nil
+}
+
+func unpackJobStepKill(u *Unpacker, v uint16, _ MsgType, m *KillJobRequest) error {
+	m.StepID, _ = u.StepID(v)
+	m.SJobID, _ = u.Str()
+	m.Sibling, _ = u.Str()
+	m.Signal, _ = u.U16()
+	m.Flags, _ = u.U16()
+	return nil
+}
+
 // NetworkCallerID is REQUEST_NETWORK_CALLERID (pam_slurm_adopt, scontrol
 // callerid): which job holds this TCP connection. Src is this node's end,
 // Dst the asker's; addresses are in network order, 4 bytes used for
@@ -884,23 +904,7 @@ func init() {
 			return nil
 		}))
 
-	RegisterBody(RequestKillJob, typedCodec(legacyAndSpoken,
-		func(p *Packer, v uint16, m *KillJobRequest) error {
-			p.StepID(v, m.StepID)
-			p.Str(m.SJobID)
-			p.Str(m.Sibling)
-			p.U16(m.Signal)
-			p.U16(m.Flags)
-			return nil
-		},
-		func(u *Unpacker, v uint16, _ MsgType, m *KillJobRequest) error {
-			m.StepID, _ = u.StepID(v)
-			m.SJobID, _ = u.Str()
-			m.Sibling, _ = u.Str()
-			m.Signal, _ = u.U16()
-			m.Flags, _ = u.U16()
-			return nil
-		}))
+	RegisterBody(RequestKillJob, typedCodec(legacyAndSpoken, packJobStepKill, unpackJobStepKill))
 
 	RegisterBody(RequestNetworkCallerid, typedCodec(legacyAndSpoken,
 		func(p *Packer, _ uint16, m *NetworkCallerID) error {
