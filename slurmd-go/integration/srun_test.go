@@ -35,6 +35,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -120,6 +121,7 @@ func testSrunAsUser(t *testing.T, p pair, user string) {
 		subtest{"Label", func(t *testing.T) { testSrunLabel(t, p, user) }},
 		subtest{"Environment", func(t *testing.T) { testSrunEnv(t, p, user) }},
 		subtest{"ExitCode", func(t *testing.T) { testSrunExitCode(t, p, user) }},
+		subtest{"PathSearch", func(t *testing.T) { testSrunPathSearch(t, p, user) }},
 		subtest{"MissingWorkDir", func(t *testing.T) { testSrunMissingWorkDir(t, p, user) }},
 		subtest{"KilledBySignal", func(t *testing.T) { testSrunKilled(t, p, user) }},
 		subtest{"Stdin", func(t *testing.T) { testSrunStdin(t, p, user) }},
@@ -212,6 +214,37 @@ func wantExit(t *testing.T, p pair, ref, sut cluster.Result, want int) {
 	if sut.ExitCode != want {
 		t.Errorf("%s: exit status %d, want %d as on the stock daemon: %v", p.label(p.sut), sut.ExitCode, want, sut)
 	}
+}
+
+// testSrunPathSearch: a bare command is looked up in the task's PATH as the
+// job's user (slurmstepd's _build_path runs after _become_user): a PATH entry
+// the user cannot search is passed over. The first entry is a directory only
+// root may enter, with a `true` there that exits 7: root runs that one, the
+// ordinary user /usr/bin/true. srun itself sends the bare name (it searches
+// PATH only for --test-exec and --bcast).
+func testSrunPathSearch(t *testing.T, p pair, user string) {
+	dirs := workDirs(t, p, user, "path")
+	bins := map[*cluster.Cluster]string{}
+	for _, c := range p.both() {
+		bin := filepath.Join(c.Dir, "rootonly-bin-"+user)
+		if err := os.Mkdir(bin, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "true"), []byte("#!/bin/sh\nexit 7\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bins[c] = bin
+	}
+	ref, sut := onBoth(p, func(c *cluster.Cluster) cluster.Result {
+		bc := srunCmd(user, dirs[c], srunTimeout, "-n1", "-w", node(c, 0), "true")
+		bc.Env = []string{"PATH=" + bins[c] + ":" + cluster.CleanPath} // srun's own, which the task inherits
+		return withSlot(c, func() cluster.Result { return c.RunClient(t, bc) })
+	})
+	want := 0
+	if user == "root" {
+		want = 7
+	}
+	wantExit(t, p, ref, sut, want)
 }
 
 // stepIDRe matches the job part of a step id in srun's messages ("StepId=6618.0"),

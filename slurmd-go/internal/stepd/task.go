@@ -49,9 +49,14 @@ type taskConfig struct {
 	Groups      []uint32 `json:"groups"`
 	Cwd         string   `json:"cwd"`
 	Argv        []string `json:"argv"`
-	Env         []string `json:"env"`
-	Umask       int      `json:"umask"` // -1: inherited
-	Nice        *int     `json:"nice,omitempty"`
+	// Search is the command as srun gave it when it had no slash: the task
+	// looks it up in PATH again once it is the user (stock's _build_path
+	// runs after _become_user), so that a PATH entry the user cannot search
+	// is skipped. Argv[0] is the step manager's lookup, for sattach.
+	Search string   `json:"search,omitempty"`
+	Env    []string `json:"env"`
+	Umask  int      `json:"umask"` // -1: inherited
+	Nice   *int     `json:"nice,omitempty"`
 	// Propagate says which limits slurm.conf propagates (by RlimitTable name).
 	Propagate   map[string]bool `json:"propagate"`
 	StepMemMiB  uint64          `json:"step_mem_mib"`
@@ -220,6 +225,9 @@ func (t *taskRun) job() int {
 	}
 	if !t.setUserLimits() {
 		return 5
+	}
+	if t.c.Search != "" {
+		t.c.Argv[0] = resolvePath(t.c.Search, t.env, t.c.Cwd)
 	}
 	return t.exec(t.c.Argv[0])
 }

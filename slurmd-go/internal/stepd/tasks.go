@@ -447,7 +447,11 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 		argv = multiProgArgv(argv, t.gtid)
 	}
 	env := s.taskEnv(t, pid)
+	search := ""
 	if len(argv) > 0 {
+		if !strings.Contains(argv[0], "/") {
+			search = argv[0]
+		}
 		argv[0] = resolvePath(argv[0], env, s.cwd)
 		if strings.HasSuffix(argv[0], "/") {
 			// srun --bcast=<dir>/: the copy slurmd wrote under its per-node name.
@@ -460,7 +464,7 @@ func (s *Step) stepTaskConfig(t *stepTask, pid, umask int, nice *int) taskConfig
 	return taskConfig{
 		Mode: modeJob, NodeName: s.spec.NodeName, Timestamped: s.timestamped(), JobID: s.id.JobID,
 		UID: s.uid, GID: s.gid, Groups: s.gids,
-		Cwd: s.cwd, Argv: argv, Env: env,
+		Cwd: s.cwd, Argv: argv, Env: env, Search: search,
 		Umask: umask, Nice: nice, Propagate: s.propagate(),
 		StepMemMiB: s.stepMemMiB, VSizeFactor: s.spec.VSizeFactor,
 		TaskProlog: s.spec.TaskProlog, NoTmpdir: t.ltid != 0,
