@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
 )
@@ -88,13 +89,18 @@ func exitCodeOf(err error) int {
 	return 0
 }
 
-// TestMPI_PMIx (issue 12, part 2): what TestMPI does not show of the step
+// mpiConfTimeout bounds waiting for a reconfigured slurmd's steps to use
+// mpi.conf (24.11's slurmd re-executes itself; each try is one srun).
+const mpiConfTimeout = 90 * time.Second
+
+// TestMPI_PMIx (issue 12, parts 2 and 3): what TestMPI does not show of the step
 // manager's PMIx server, as on stock nodes: 4 ranks on one node (overcommitted:
 // a node has 2 CPUs), direct modex across nodes, the PMIx directories (names,
 // owners, modes, removed after each step) and PMIx_Abort's status reaching srun.
 // Output (sorted: the ranks print in any order) and exit codes equal stock's. OMPI_MCA_btl=self,tcp:
 // the ranks of different nodes share this host, where Open MPI's shared-memory
-// transport would crash.
+// transport would crash. Last, mpi.conf's PMIxCliTmpDirBase and PMIxEnv as stock
+// uses them (MPIConf).
 func TestMPI_PMIx(t *testing.T) {
 	tmpBase := map[string]string{}
 	p := startPair(t, func(impl string) cluster.Options {
@@ -178,6 +184,48 @@ func TestMPI_PMIx(t *testing.T) {
 			}
 		})
 	}
+	// mpi.conf beside slurm.conf (issue 12, part 3): stock's slurmd reads it
+	// when it starts and on reconfigure, slurmd-go's step manager at every
+	// step; written last so that the steps above use TmpFS. One node: a
+	// PMIxCliTmpDirBase is shared by every node of this host.
+	t.Run("MPIConf", func(t *testing.T) {
+		uid, _, err := cluster.LookupUser(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cliBase := map[*cluster.Cluster]string{}
+		for _, c := range p.both() {
+			d := filepath.Join(c.Dir, "pmix-cli")
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cliBase[c] = d
+			conf := "# PMIx keys of mpi/pmix\nPMIxCliTmpDirBase=" + d + "\nPMIxEnv=TIEE_PMIX_ENV=set\n"
+			if err := os.WriteFile(filepath.Join(filepath.Dir(c.ConfPath), "mpi.conf"), []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c.MustRun(t, "", "scontrol", "reconfigure")
+		}
+		want := fmt.Sprintf("set spmix_appdir_%d_J.0", uid)
+		got := map[*cluster.Cluster]string{}
+		for _, c := range p.both() {
+			c.WaitFor(t, p.label(c)+": a step sees mpi.conf's PMIxEnv and PMIxCliTmpDirBase", mpiConfTimeout, func() (bool, string) {
+				out, errOut, err := c.Exec(t, cluster.Cmd{
+					User: user, Dir: dirs[c], CleanEnv: true, Env: []string{"CLI_BASE=" + cliBase[c]},
+					Args: []string{"srun", "--mpi=pmix", "-N1", "-n1", "sh", "-c", `echo "$TIEE_PMIX_ENV $(ls "$CLI_BASE")" | sed "s/$SLURM_JOB_ID/J/g"`},
+				})
+				got[c] = strings.TrimSpace(out)
+				return err == nil && got[c] == want, fmt.Sprintf("stdout %q, stderr %q, err %v; want %q", got[c], errOut, err, want)
+			})
+			c.WaitFor(t, p.label(c)+": the client directory removed from PMIxCliTmpDirBase", shortJobTimeout, func() (bool, string) {
+				m, _ := filepath.Glob(filepath.Join(cliBase[c], "*"))
+				return len(m) == 0, fmt.Sprintf("left: %v", m)
+			})
+		}
+		if got[p.ref] != got[p.sut] {
+			t.Errorf("stock printed %q, %s %q", got[p.ref], p.sut.Impl, got[p.sut])
+		}
+	})
 	// Every step's directories are gone once it ended (pmixp_libpmix_finalize).
 	for _, c := range p.both() {
 		c.WaitFor(t, p.label(c)+": the steps' PMIx directories removed", shortJobTimeout, func() (bool, string) {

@@ -11,6 +11,9 @@
 //	       helper direct-modex request ──▶ the rank's node ──▶ its helper ──▶ answer back
 //	Close ──▶ helper told to quit (killed after a bound) ──▶ socket and dirs removed
 //
+// mpi.conf beside slurm.conf is read at each step (host.go applyConf):
+// PMIxCliTmpDirBase, PMIxTimeout, PMIxEnv and PMIxDebug as stock, after
+// the step's SLURM_PMIX_* variables; transport keys are only logged.
 // A fence that cannot complete within SLURM_PMIX_TIMEOUT (stock's 300 s
 // default) is fatal to the step: Config.OnFatal gets the error. The
 // package owns the helper's framed protocol (proto.go, described in

@@ -85,11 +85,24 @@ func (h *host) Prefork(ctx context.Context, env *stepd.Env) error {
 	if err != nil {
 		return fmt.Errorf("pmix: read %s: %w", confPath, err)
 	}
+	// Stock's slurmd reads mpi.conf when it starts (and on reconfigure) and
+	// hands it to slurmstepd; here each step reads it, so a bad line fails
+	// this launch (stock's slurmd would not start).
+	pc, err := slurmconf.LoadPMIx(slurmconf.MPIConfPath(confPath), slurmconf.Options{Version: slurmconf.Lenient})
+	if err != nil {
+		return fmt.Errorf("pmix: %w", err)
+	}
+	for _, w := range pc.Warnings {
+		h.log.Debug("mpi.conf", "file", w.File, "line", w.Line, "msg", w.Msg)
+	}
+	helperConfEnv := applyConf(env, pc, h.log)
 	cliBase := spec.TmpFS
 	if v, ok := env.Get("SLURM_PMIX_TMPDIR"); ok && v != "" {
 		cliBase = v
+	} else if pc.CliTmpDirBase != "" {
+		cliBase = pc.CliTmpDirBase
 	}
-	timeout := DefaultTimeout
+	timeout := time.Duration(pc.Timeout) * time.Second
 	if v, ok := env.Get("SLURM_PMIX_TIMEOUT"); ok {
 		timeout = ParseTimeout(v)
 	}
@@ -106,7 +119,7 @@ func (h *host) Prefork(ctx context.Context, env *stepd.Env) error {
 	job.LibTmpDir, job.CliTmpDir = Dirs(spec.SpoolDir, cliBase, st.UID, jobID, stepID)
 	resolve := fwddata.NewResolver(conf)
 	h.srv, err = Start(ctx, Config{
-		Job: job, HelperPath: path, Groups: m.Gids, HelperEnv: os.Environ(),
+		Job: job, HelperPath: path, Groups: m.Gids, HelperEnv: append(os.Environ(), helperConfEnv...),
 		SpoolDir:      spec.SpoolDir,
 		RemoteAddress: conf.SlurmdSpoolDir + "/" + SocketName(jobID, stepID),
 		Sender:        sender{c: st.Caller, resolve: resolve},
@@ -123,6 +136,49 @@ func (h *host) Prefork(ctx context.Context, env *stepd.Env) error {
 		Log: h.log,
 	})
 	return err
+}
+
+// applyConf is what _env_set does with mpi.conf before it reads the
+// step's SLURM_PMIX_* variables: PMIxEnv's pairs overwrite the step's
+// environment (every task's) and go to the PMIx server's (stock setenv()s
+// them in slurmstepd); PMIxDebug, unless the step sets PMIX_DEBUG, becomes
+// the server library's PMIX_DEBUG, its output to files in its tmpdir
+// (PMIX_OUTPUT_REDIRECT=file), as stock. It returns the helper's extra
+// variables. Keys asking for a transport slurmd-go does not have are
+// logged once per step, by name; the fence always goes through slurmd
+// (REQUEST_FORWARD_DATA) to every node of the step.
+func applyConf(env *stepd.Env, pc *slurmconf.PMIxConf, log hclog.Logger) []string {
+	var helper []string
+	for _, kv := range pc.EnvPairs() {
+		env.Overwrite(kv[0], kv[1])
+		helper = append(helper, kv[0]+"="+kv[1])
+	}
+	if v, ok := env.Get("PMIX_DEBUG"); ok {
+		helper = append(helper, "PMIX_DEBUG="+v, "PMIX_OUTPUT_REDIRECT=file")
+	} else if pc.Debug > 0 {
+		helper = append(helper, fmt.Sprintf("PMIX_DEBUG=%d", pc.Debug), "PMIX_OUTPUT_REDIRECT=file")
+	}
+	if pc.Debug > 0 {
+		log.Info("mpi.conf", "file", pc.File, "keys", pc.Set, "PMIxCliTmpDirBase", pc.CliTmpDirBase, "PMIxTimeout", pc.Timeout, "PMIxEnv", pc.Env)
+	}
+	unserved := []struct {
+		key  string
+		asks bool
+	}{
+		{"PMIxCollFence", pc.CollFence != ""},
+		{"PMIxDirectConnEarly", pc.DirectConnEarly},
+		{"PMIxDirectConnUCX", pc.DirectConnUCX},
+		{"PMIxDirectSameArch", pc.DirectSameArch},
+		{"PMIxFenceBarrier", pc.FenceBarrier},
+		{"PMIxNetDevicesUCX", pc.NetDevicesUCX != ""},
+		{"PMIxTlsUCX", pc.TlsUCX != ""},
+	}
+	for _, u := range unserved {
+		if u.asks {
+			log.Warn("mpi.conf key not served by slurmd-go: its fence goes through slurmd to every node", "key", u.key, "file", pc.File)
+		}
+	}
+	return helper
 }
 
 // abortTimeout bounds telling srun's abort agent a PMIx_Abort status.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepd"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -39,6 +41,14 @@ func TestHost_PreforkBadStep(t *testing.T) {
 		{"nodes differ", good, func(l *slurmproto.LaunchTasks, _ *stepapi.StartSpec) { l.GlobalTaskIDs = [][]uint32{{0, 1}} }, "2 nodes in SLURM_STEP_NODELIST, 1 in the launch"},
 		{"no slurm.conf", good, func(_ *slurmproto.LaunchTasks, s *stepapi.StartSpec) { s.ConfFile = "/nonexistent/slurm.conf" }, "read /nonexistent/slurm.conf"},
 		{"het step", good, func(l *slurmproto.LaunchTasks, _ *stepapi.StartSpec) { l.HetJobID = 8 }, "heterogeneous steps"},
+		// last: the file stays until the test ends
+		{"bad mpi.conf", good, func(_ *slurmproto.LaunchTasks, s *stepapi.StartSpec) {
+			mpiConf := filepath.Join(filepath.Dir(s.ConfFile), "mpi.conf")
+			if err := os.WriteFile(mpiConf, []byte("PMIxEnv=A=1\nPMIxTimeout=soon\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(mpiConf) })
+		}, "mpi.conf:2: PMIxTimeout value (soon) is not a valid number"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -58,5 +68,31 @@ func TestHost_PreforkBadStep(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestApplyConf: PMIxEnv reaches the step's environment (so every task's)
+// and the server's; PMIxDebug becomes the library's PMIX_DEBUG unless the
+// step sets its own.
+func TestApplyConf(t *testing.T) {
+	pc, err := slurmconf.ParsePMIx(strings.NewReader("PMIxEnv=TIEE_PMIX_ENV=set;PMIX_MCA_a=b=c\nPMIxDebug=3\nPMIxFenceBarrier=yes\n"), "/c/mpi.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stepd.Env{"TIEE_PMIX_ENV=user", "HOME=/h"}
+	helper := applyConf(&env, pc, hclog.NewNullLogger())
+	if v, _ := env.Get("TIEE_PMIX_ENV"); v != "set" {
+		t.Errorf("TIEE_PMIX_ENV=%q in the step, want set (mpi.conf overwrites)", v)
+	}
+	if v, _ := env.Get("PMIX_MCA_a"); v != "b=c" {
+		t.Errorf("PMIX_MCA_a=%q in the step", v)
+	}
+	want := []string{"TIEE_PMIX_ENV=set", "PMIX_MCA_a=b=c", "PMIX_DEBUG=3", "PMIX_OUTPUT_REDIRECT=file"}
+	if !slices.Equal(helper, want) {
+		t.Errorf("helper env %q, want %q", helper, want)
+	}
+	env = stepd.Env{"PMIX_DEBUG=9"}
+	if helper := applyConf(&env, pc, hclog.NewNullLogger()); !slices.Contains(helper, "PMIX_DEBUG=9") || slices.Contains(helper, "PMIX_DEBUG=3") {
+		t.Errorf("step PMIX_DEBUG=9: helper env %q", helper)
 	}
 }

@@ -111,18 +111,31 @@ func CgroupConfPath(slurmConf string) string {
 // 22.05). A missing file is no error: slurmd then uses the defaults, and so
 // does the returned CgroupConf (Exists false).
 func LoadCgroup(path string, opts ...Options) (*CgroupConf, error) {
-	rel, err := newRelease(opts)
+	rel, data, found, err := readOptional(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	data, err := readFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if !found {
 		return defaultCgroup(path, rel), nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("slurmconf: %w", err)
-	}
 	return parseCgroup(data, path, rel)
+}
+
+// readOptional reads a file beside slurm.conf that slurmd does without:
+// the release of opts, then the text, found false if there is no file.
+func readOptional(path string, opts []Options) (release, []byte, bool, error) {
+	rel, err := newRelease(opts)
+	if err != nil {
+		return rel, nil, false, err
+	}
+	data, err := readFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rel, nil, false, nil
+	}
+	if err != nil {
+		return rel, nil, false, fmt.Errorf("slurmconf: %w", err)
+	}
+	return rel, data, true, nil
 }
 
 // ParseCgroup parses cgroup.conf text read from r; filename names it in

@@ -13,6 +13,7 @@
 //	Load(path, Options{Version: V2411})         24.11 (V2605: 26.05)
 //	Load(path, Options{Version: Lenient})       the union of all three
 //	LoadCgroup(CgroupConfPath(path), Options{}) cgroup.conf beside it
+//	LoadPMIx(MPIConfPath(path), Options{})      mpi/pmix's keys of mpi.conf beside it
 //
 // # Releases
 //

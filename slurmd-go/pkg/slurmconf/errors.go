@@ -28,6 +28,7 @@ var (
 const (
 	fatalSlurmConf = "Unable to process configuration file"
 	fatalCgroupFmt = "Could not open/read/parse cgroup.conf file %s"
+	fatalMPIFmt    = "Could not open/read/parse mpi.conf file %s. Many times this is because you have defined options for plugins that are not loaded. Please check your slurm.conf file and make sure the plugins for the options listed are loaded."
 )
 
 // ParseError locates an error. Line is the first physical line of the
@@ -80,7 +81,7 @@ func pfatal(file string, line int, sentinel error, format string, args ...any) *
 type Warning struct {
 	File  string
 	Line  int    // 0: about the whole file
-	Level string // "error", "warning" or "info", the log call slurmd uses
+	Level string // "error", "warning", "info" or "debug", the log call slurmd uses
 	Msg   string
 }
 

@@ -110,13 +110,16 @@ type section struct {
 }
 
 type parser struct {
-	rel      release
-	keys     keyTable // top-level keys of the file kind
-	conf     string   // "slurm.conf" or "cgroup.conf", as messages name it
-	topFile  string   // the file slurmd was given (its SLURM_CONF)
-	hash     uint32
-	includes []string
-	warnings []Warning
+	rel  release
+	keys keyTable // top-level keys of the file kind
+	conf string   // "slurm.conf" or "cgroup.conf", as messages name it
+	// ignoreNew is s_p_parse_file's ignore_new (mpi.conf): an unknown key
+	// or a line that is no key=value is skipped (slurmd logs it at debug).
+	ignoreNew bool
+	topFile   string // the file slurmd was given (its SLURM_CONF)
+	hash      uint32
+	includes  []string
+	warnings  []Warning
 
 	top     map[string]string   // top-level scalars, lower-cased keys
 	topLine map[string]pos      // where each top key was last set
@@ -264,9 +267,17 @@ func (p *parser) parseLine(text, file string, line int) error {
 		if isBlank(text) {
 			return nil
 		}
+		if p.ignoreNew {
+			p.warn(pos{file, line}, "debug", "Parse error in file %s line %d: \"%s\"", file, line, strings.TrimRight(text, "\r\n"))
+			return nil
+		}
 		return p.leftover(text, file, line)
 	}
 	name, k, known := p.keys.lookup(kv.key, p.rel)
+	if !known && p.ignoreNew {
+		p.warn(pos{file, line}, "debug", "_parse_next_key: Parsing error at unrecognized key: %s", kv.key)
+		return nil
+	}
 	if !known {
 		return perr(file, line, ErrUnknownKey, "_parse_next_key: Parsing error at unrecognized key: %s", kv.key)
 	}
@@ -302,6 +313,10 @@ func (p *parser) parseLine(text, file string, line int) error {
 		p.topLine[lk] = at
 	}
 	if !isBlank(rest) {
+		if p.ignoreNew {
+			p.warn(at, "debug", "Parse error in file %s line %d: \"%s\"", file, line, strings.TrimRight(rest, "\r\n"))
+			return nil
+		}
 		return p.leftover(rest, file, line)
 	}
 	return nil
