@@ -51,7 +51,7 @@ func TestForwardData_LenMismatch(t *testing.T) {
 }
 
 // TestGoldenForwardData: frames of srun -N4 -n8 --mpi=pmi2 (MPICH) on stock
-// 22.05.8 and 24.11.5 nodes: a stepd's KVS_FENCE to its tree parent t1, srun's
+// 22.05.8, 24.11.5 and 26.05.5 (munge and auth/slurm) nodes: a stepd's KVS_FENCE to its tree parent t1, srun's
 // KVS_FENCE_RESP to t1 with forward list t[2-3], and t1's relay of it.
 func TestGoldenForwardData(t *testing.T) {
 	const addr = "/tmp/pmi2-c/spool/%n/sock.pmi2.1.0"
@@ -72,6 +72,18 @@ func TestGoldenForwardData(t *testing.T) {
 			Data: []byte{0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 't', '3', 0, 0, 0, 0, 1, 0, 0, 0, 1}}},
 		{"r2411/munge/forward_data_fence_resp_fwd_v2a00.bin", "t4", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 1}}},
 		{"r2411/munge/forward_data_relayed_v2a00.bin", "", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 1}}},
+		// 26.05.5 in its chroot (MPICH 5.0.2 of sid fences twice, the first with its business cards: these are the
+		// second fence, seq 2): t3's stepd to t1, srun to t1 with forward
+		// list t2, t1's relay to t2.
+		{"r2605/munge/forward_data_fence_v2d00.bin", "", &ForwardData{Address: addr, Len: 21,
+			Data: []byte{0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 't', '3', 0, 0, 0, 0, 1, 0, 0, 0, 2}}},
+		{"r2605/munge/forward_data_fence_resp_fwd_v2d00.bin", "t2", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 2}}},
+		{"r2605/munge/forward_data_relayed_v2d00.bin", "", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 2}}},
+		// The same under auth/slurm.
+		{"r2605/slurm/forward_data_fence_v2d00.bin", "", &ForwardData{Address: addr, Len: 21,
+			Data: []byte{0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 't', '3', 0, 0, 0, 0, 1, 0, 0, 0, 2}}},
+		{"r2605/slurm/forward_data_fence_resp_fwd_v2d00.bin", "t2", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 2}}},
+		{"r2605/slurm/forward_data_relayed_v2d00.bin", "", &ForwardData{Address: addr, Len: 6, Data: []byte{0, 1, 0, 0, 0, 2}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
