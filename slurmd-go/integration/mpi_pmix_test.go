@@ -134,17 +134,21 @@ func TestMPI_PMIx(t *testing.T) {
 		args       []string
 		want       []string
 		exitCode   int
-		env        []string
+		// raceExit is another status stock may end with (0: none)
+		raceExit int
+		env      []string
 	}{
-		{"OneNode", user, []string{"-N1", "-n4", "--overcommit", "./hello"}, rankLines(4), 0, nil},
+		{"OneNode", user, []string{"-N1", "-n4", "--overcommit", "./hello"}, rankLines(4), 0, 0, nil},
 		// Open MPI 4.1 (22.05's) fences without data and asks each peer's
 		// address by direct modex (the Open MPI 5 of 24.11 has no such knobs:
 		// there it is one more ordinary run)
-		{"DirectModex", user, []string{"-N4", "-n8", "./hello"}, rankLines(8), 0,
+		{"DirectModex", user, []string{"-N4", "-n8", "./hello"}, rankLines(8), 0, 0,
 			[]string{"OMPI_MCA_pmix_base_async_modex=1", "OMPI_MCA_pmix_base_collect_data=0"}},
-		{"Directories", user, []string{"-N2", "-n2", "-w", strings.Join(p.sut.NodeNames()[:2], ","), "sh", "-c", pmixDirsScript}, dirLines(t, user, p.sut.NodeNames()[:2]), 0, nil},
-		// PMIx_Abort: srun exits with the status (its abort agent got it) and the step is killed
-		{"Abort", user, []string{"-N2", "-n4", "./hello", "abort"}, []string{""}, 7, nil},
+		{"Directories", user, []string{"-N2", "-n2", "-w", strings.Join(p.sut.NodeNames()[:2], ","), "sh", "-c", pmixDirsScript}, dirLines(t, user, p.sut.NodeNames()[:2]), 0, 0, nil},
+		// PMIx_Abort: srun exits with the status (its abort agent got it) and the step
+		// is killed. Open MPI 5 (24.11's) also hears of the abort through its PMIx
+		// event and may exit 14 itself first: stock's race, the same on either daemon.
+		{"Abort", user, []string{"-N2", "-n4", "./hello", "abort"}, []string{""}, 7, 14, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			type result struct {
@@ -174,12 +178,12 @@ func TestMPI_PMIx(t *testing.T) {
 			wg.Wait()
 			ref, sut := res[p.ref], res[p.sut]
 			for _, c := range p.both() {
-				if r := res[c]; r.exitCode != tc.exitCode || !slices.Equal(r.out, tc.want) {
+				if r := res[c]; (r.exitCode != tc.exitCode && (tc.raceExit == 0 || r.exitCode != tc.raceExit)) || !slices.Equal(r.out, tc.want) {
 					t.Errorf("%s: srun --mpi=pmix %v exited %d, stdout %q (stderr %q), want %d and %q",
 						p.label(c), tc.args, r.exitCode, r.out, r.errOut, tc.exitCode, tc.want)
 				}
 			}
-			if ref.exitCode != sut.exitCode || !slices.Equal(ref.out, sut.out) {
+			if (ref.exitCode != sut.exitCode && tc.raceExit == 0) || !slices.Equal(ref.out, sut.out) {
 				t.Errorf("stock exited %d with %q, %s %d with %q", ref.exitCode, ref.out, p.sut.Impl, sut.exitCode, sut.out)
 			}
 		})
