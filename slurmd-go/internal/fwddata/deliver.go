@@ -16,8 +16,8 @@ import (
 // reader is a step manager on this node, which reads as soon as it accepts.
 const WriteTimeout = 10 * time.Second
 
-// sunPathMax is sizeof(sockaddr_un.sun_path) on Linux.
-const sunPathMax = 108
+// SunPathMax is sizeof(sockaddr_un.sun_path) on Linux.
+const SunPathMax = 108
 
 // Expand substitutes the receiving node's name for the first %h and %n of
 // address, as slurmd does with slurm_conf_expand_slurmd_path(address,
@@ -32,8 +32,8 @@ func Expand(address, nodeName string) string {
 // once connected even when the write then fails (its rwfail keeps rc);
 // err says what went wrong either way.
 func Deliver(path string, uid, gid uint32, data []byte) (rc uint32, err error) {
-	if len(path) >= sunPathMax {
-		return uint32(syscall.EINVAL), fmt.Errorf("fwddata: Unix socket path '%s' is too long. (%d > %d)", path, len(path)+1, sunPathMax)
+	if len(path) >= SunPathMax {
+		return uint32(syscall.EINVAL), fmt.Errorf("fwddata: Unix socket path '%s' is too long. (%d > %d)", path, len(path)+1, SunPathMax)
 	}
 	var conn net.Conn
 	err = proc.DoAs(proc.Cred{UID: uid, GID: gid}, -1, func() error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -135,7 +136,7 @@ func TestSend_NamesFailedNodes(t *testing.T) {
 	}
 }
 
-func TestConfResolver(t *testing.T) {
+func TestNewResolver(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "slurm.conf")
 	conf := "ClusterName=c\nSlurmctldHost=localhost(127.0.0.1)\nSlurmdPort=7000\n" +
 		"NodeName=t1 NodeAddr=127.0.0.1 Port=28001\nNodeName=t2 NodeHostname=localhost  # NodeAddr defaults to NodeHostname\n" +
@@ -143,10 +144,11 @@ func TestConfResolver(t *testing.T) {
 	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := ConfResolver(p)
+	c, err := slurmconf.Load(p, slurmconf.Options{Version: slurmconf.Lenient})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := NewResolver(c)
 	for n, want := range map[string]string{"t1": "127.0.0.1:28001", "t2": "localhost:7000"} {
 		if got, ok := r(n); !ok || got != want {
 			t.Errorf("%s: %q %v, want %q", n, got, ok, want)

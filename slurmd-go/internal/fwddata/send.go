@@ -25,16 +25,6 @@ type Caller interface {
 // Resolver gives a node's slurmd address ("host:port").
 type Resolver func(node string) (addr string, ok bool)
 
-// ConfResolver reads slurm.conf at path (leniently: the step only needs
-// the node lines) and resolves its node names (NewResolver).
-func ConfResolver(path string) (Resolver, error) {
-	conf, err := slurmconf.Load(path, slurmconf.Options{Version: slurmconf.Lenient})
-	if err != nil {
-		return nil, fmt.Errorf("fwddata: read %s: %w", path, err)
-	}
-	return NewResolver(conf), nil
-}
-
 // NewResolver resolves node names of conf as slurmd does: NodeAddr (which
 // defaults to NodeHostname), else the name, with the node's Port, else
 // SlurmdPort.

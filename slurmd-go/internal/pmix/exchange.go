@@ -299,7 +299,8 @@ func (e *exchange) modexDeliver(id uint32, status int32, data []byte) {
 // abort is a rank's PMIx_Abort (events): stock tells srun the status and
 // kills the step (pmixp_lib_abort).
 func (e *exchange) abort(status int32, rank uint32, msg string) {
-	e.log.Error("PMIx_Abort", "rank", rank, "status", status, "message", msg)
+	// Debug, as stock's _abort_fn (PMIXP_DEBUG): not a line on the job's stderr.
+	e.log.Debug("PMIx_Abort", "rank", rank, "status", status, "message", msg)
 	if e.onAbort != nil {
 		e.onAbort(status, rank, msg)
 		return

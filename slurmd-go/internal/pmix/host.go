@@ -77,14 +77,7 @@ func (h *host) Prefork(ctx context.Context, env *stepd.Env) error {
 	}
 	h.srunHost, _ = env.Get("SLURM_SRUN_COMM_HOST")
 	h.abortPort, _ = env.Get("SLURM_PMIXP_ABORT_AGENT_PORT")
-	confPath := spec.ConfFile
-	if confPath == "" {
-		confPath = slurmconf.DefaultConfFile
-	}
-	conf, err := slurmconf.Load(confPath, slurmconf.Options{Version: slurmconf.Lenient})
-	if err != nil {
-		return fmt.Errorf("pmix: read %s: %w", confPath, err)
-	}
+	conf, confPath := st.Conf, st.ConfPath
 	// Stock's slurmd reads mpi.conf when it starts (and on reconfigure) and
 	// hands it to slurmstepd; here each step reads it, so a bad line fails
 	// this launch (stock's slurmd would not start).

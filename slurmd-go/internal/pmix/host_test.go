@@ -39,7 +39,6 @@ func TestHost_PreforkBadStep(t *testing.T) {
 		{"bad node list", stepd.Env{"SLURM_STEP_NODELIST=n[1-", "SLURM_PMIX_MAPPING_SERV=x"}, nil, `SLURM_STEP_NODELIST "n[1-"`},
 		{"no mapping", stepd.Env{"SLURM_STEP_NODELIST=n[1-2]"}, nil, "no SLURM_PMIX_MAPPING_SERV"},
 		{"nodes differ", good, func(l *slurmproto.LaunchTasks, _ *stepapi.StartSpec) { l.GlobalTaskIDs = [][]uint32{{0, 1}} }, "2 nodes in SLURM_STEP_NODELIST, 1 in the launch"},
-		{"no slurm.conf", good, func(_ *slurmproto.LaunchTasks, s *stepapi.StartSpec) { s.ConfFile = "/nonexistent/slurm.conf" }, "read /nonexistent/slurm.conf"},
 		{"het step", good, func(l *slurmproto.LaunchTasks, _ *stepapi.StartSpec) { l.HetJobID = 8 }, "heterogeneous steps"},
 		// last: the file stays until the test ends
 		{"bad mpi.conf", good, func(_ *slurmproto.LaunchTasks, s *stepapi.StartSpec) {
@@ -57,7 +56,12 @@ func TestHost_PreforkBadStep(t *testing.T) {
 			if c.edit != nil {
 				c.edit(&l, spec)
 			}
-			h, err := newHost(&stepd.MPIStep{Spec: spec, Launch: &l, NodeID: 0, GTIDs: []uint32{0}, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Log: hclog.NewNullLogger()})
+			sc, err := slurmconf.Load(spec.ConfFile, slurmconf.Options{Version: slurmconf.Lenient})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := newHost(&stepd.MPIStep{Spec: spec, Launch: &l, NodeID: 0, GTIDs: []uint32{0}, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+				Conf: sc, ConfPath: spec.ConfFile, Log: hclog.NewNullLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}

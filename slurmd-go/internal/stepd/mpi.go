@@ -10,6 +10,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -56,6 +57,10 @@ type MPIStep struct {
 	GTIDs  []uint32 // the ranks of this node's tasks, by local id
 	UID    uint32
 	GID    uint32
+	// Conf is the step's slurm.conf (Spec.ConfFile), read once for every
+	// plugin: SlurmdSpoolDir unexpanded, TreeWidth, the nodes' addresses.
+	Conf     *slurmconf.Config
+	ConfPath string
 	// Caller signs and sends RPCs as the step manager (to srun, to other
 	// nodes' slurmd: internal/fwddata.Send).
 	Caller AddrCaller
@@ -102,8 +107,22 @@ func (s *Step) newMPIHost() (MPIHost, error) {
 		gtids[i] = t.gtid
 	}
 	caller, _ := s.opts.Ctld.(AddrCaller)
+	path := s.spec.ConfFile
+	if path == "" {
+		path = slurmconf.DefaultConfFile
+	}
+	conf, err := slurmconf.Load(path, slurmconf.Options{Version: s.spec.ProtocolVersion})
+	if err != nil {
+		// The plugins need a few keys only: a line this release's parser
+		// refuses must not fail an MPI step the daemon runs.
+		conf, err = slurmconf.Load(path, slurmconf.Options{Version: slurmconf.Lenient})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mpi: read %s: %w", path, err)
+	}
 	return newHost(&MPIStep{
 		Spec: s.spec, Launch: m, NodeID: s.nodeID, GTIDs: gtids, UID: s.uid, GID: s.gid,
+		Conf: conf, ConfPath: path,
 		Caller: caller, Log: stepdTee{s.log.Named("mpi"), s}, KillStep: s.killStepEverywhere,
 	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/fwddata"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pmi2"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -49,9 +50,6 @@ const (
 // PMI2TreeReadTimeout bounds reading one tree message once connected: the
 // sender (slurmd, srun) writes it at once.
 const PMI2TreeReadTimeout = 30 * time.Second
-
-// sunPathMax is sizeof(sockaddr_un.sun_path).
-const sunPathMax = 108
 
 type pmi2Host struct {
 	st  *MPIStep
@@ -108,10 +106,10 @@ func (h *pmi2Host) Prefork(ctx context.Context, env *Env) error {
 		JobID: h.jobID, StepID: h.stepID, NodeID: h.nodeID, NNodes: h.nnodes, NTasks: h.ntasks, GTIDs: h.gtids,
 	}
 	if v, ok := get(envPMIDebug); ok {
-		cfg.Debugged = atoiC(v) != 0
+		cfg.Debugged = cparse.Atoi(v) != 0
 	}
 	if v, ok := take(envPMI2SpawnSeq); ok {
-		h.spawned = atoiC(v) != 0
+		h.spawned = cparse.Atoi(v) != 0
 		cfg.SpawnerJobID, _ = take(envPMI2SpawnerJob)
 	}
 	if v, ok := take(envPMI2PMIJobID); ok {
@@ -130,10 +128,7 @@ func (h *pmi2Host) Prefork(ctx context.Context, env *Env) error {
 	}
 	_, cfg.NoDupKeys = get(envKVSNoDupKeys)
 
-	conf, err := h.loadConf()
-	if err != nil {
-		return err
-	}
+	conf := h.st.Conf
 	h.resolve = fwddata.NewResolver(conf)
 
 	// setup.c _setup_stepd_tree_info.
@@ -144,7 +139,7 @@ func (h *pmi2Host) Prefork(ctx context.Context, env *Env) error {
 	cfg.ThisNode = nodes[h.nodeID]
 	width := int(conf.TreeWidth)
 	if v, ok := get(envPMI2TreeWidth); ok {
-		if w := atoiC(v); w >= 2 {
+		if w := cparse.Atoi(v); w >= 2 {
 			width = w
 		} else {
 			h.log.Info(fmt.Sprintf("invalid PMI2 tree width value (%d) detected. fallback to default value.", w))
@@ -166,11 +161,11 @@ func (h *pmi2Host) Prefork(ctx context.Context, env *Env) error {
 	if !ok {
 		return errors.New("mpi/pmi2: unable to find srun pmi2 port in env")
 	}
-	h.srunAddr = net.JoinHostPort(srunHost, strconv.Itoa(atoiC(port)))
+	h.srunAddr = net.JoinHostPort(srunHost, strconv.Itoa(cparse.Atoi(port)))
 
 	// Preput pairs (setup.c _setup_stepd_kvs).
 	n, _ := get(envPMI2PreputCount)
-	for i := 0; i < atoiC(n); i++ {
+	for i := 0; i < cparse.Atoi(n); i++ {
 		k, _ := get(envPMI2PPKey + strconv.Itoa(i))
 		v, _ := get(envPMI2PPVal + strconv.Itoa(i))
 		cfg.Preput = append(cfg.Preput, [2]string{k, v})
@@ -197,23 +192,6 @@ func orSrun(p string) string {
 	return p
 }
 
-// loadConf reads the step's slurm.conf for SlurmdSpoolDir (unexpanded),
-// TreeWidth and the nodes' addresses.
-func (h *pmi2Host) loadConf() (*slurmconf.Config, error) {
-	path := h.st.Spec.ConfFile
-	if path == "" {
-		path = slurmconf.DefaultConfFile
-	}
-	conf, err := slurmconf.Load(path, slurmconf.Options{Version: h.st.Spec.ProtocolVersion})
-	if err != nil {
-		conf, err = slurmconf.Load(path, slurmconf.Options{Version: slurmconf.Lenient})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mpi/pmi2: read %s: %w", path, err)
-	}
-	return conf, nil
-}
-
 // sockets is _setup_stepd_sockets: the tree socket (owned by the user, so
 // that srun's forward-data through slurmd, connected as the user, reaches
 // it) and one socketpair per task.
@@ -223,8 +201,8 @@ func (h *pmi2Host) sockets(conf *slurmconf.Config) error {
 	h.rawAddr = filepath.Join(conf.SlurmdSpoolDir, name)
 	spool := slurmconf.ExpandPath(conf.SlurmdSpoolDir, h.st.Spec.NodeName, h.st.Spec.NodeName)
 	h.sockPath = filepath.Join(spool, name)
-	if len(h.sockPath) >= sunPathMax {
-		return fmt.Errorf("_setup_stepd_sockets: Unix socket path '%s' is too long. (%d > %d)", h.sockPath, len(h.sockPath)+1, sunPathMax)
+	if len(h.sockPath) >= fwddata.SunPathMax {
+		return fmt.Errorf("_setup_stepd_sockets: Unix socket path '%s' is too long. (%d > %d)", h.sockPath, len(h.sockPath)+1, fwddata.SunPathMax)
 	}
 	_ = os.Remove(h.sockPath) // an old socket of the same step id
 	ln, err := net.Listen("unix", h.sockPath)
@@ -368,10 +346,6 @@ func (h *pmi2Host) ToSrun(ctx context.Context, msg []byte) ([]byte, error) {
 	return b, nil
 }
 
-// sigTermKill is SIG_TERM_KILL (slurm_protocol_defs.h): SIGCONT, SIGTERM,
-// then SIGKILL.
-const sigTermKill = 991
-
 // KillStep implements pmi2.Transport: SIGKILL, as 22.05 and 24.11 send
 // for every cause; 26.05 sends SIG_TERM_KILL for a task's abort.
 func (h *pmi2Host) KillStep(abort bool) {
@@ -380,7 +354,7 @@ func (h *pmi2Host) KillStep(abort bool) {
 	}
 	sig := uint16(syscall.SIGKILL)
 	if abort && h.st.Spec.ProtocolVersion >= slurmproto.Version2605 {
-		sig = sigTermKill
+		sig = slurmproto.SigTermKill
 	}
 	h.st.KillStep(sig)
 }
@@ -430,15 +404,4 @@ func netInfo(host string) string {
 	}
 	b.WriteString(")")
 	return b.String()
-}
-
-// atoiC is C's atoi.
-func atoiC(s string) int {
-	s = strings.TrimSpace(s)
-	end := 0
-	for end < len(s) && (s[end] >= '0' && s[end] <= '9' || end == 0 && (s[0] == '-' || s[0] == '+')) {
-		end++
-	}
-	n, _ := strconv.Atoi(s[:end])
-	return n
 }

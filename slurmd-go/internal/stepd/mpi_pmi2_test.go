@@ -20,6 +20,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pmi2"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -52,7 +53,12 @@ func pmi2Step(t *testing.T, dir string, nodeID int, srunPort int, caller AddrCal
 	if err := os.MkdirAll(filepath.Join(dir, "spool", node), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	sc, err := slurmconf.Load(conf, slurmconf.Options{Version: slurmconf.Lenient})
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := &MPIStep{
+		Conf: sc, ConfPath: conf,
 		Spec: &stepapi.StartSpec{ConfFile: conf, NodeName: node, ProtocolVersion: slurmproto.Version2205},
 		Launch: &slurmproto.LaunchTasks{
 			StepID: slurmproto.StepID{JobID: 7, StepID: 0, StepHetComp: slurmproto.NoVal},

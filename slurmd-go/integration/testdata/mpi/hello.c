@@ -51,6 +51,11 @@ int main(int argc, char **argv)
 	}
 	fflush(stdout);
 	fflush(stderr);
+	/*
+	 * Every rank's lines are out before one fails: Open MPI 5 aborts the
+	 * others as soon as it hears of a rank's exit, buffered output lost.
+	 */
+	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == rank_arg(argc, argv, "exit"))
 		exit(1);
 	if (rank == rank_arg(argc, argv, "kill"))
