@@ -55,9 +55,7 @@ func (s *Server) handlePMI1(tc *taskConn, lrank int, buf string) bool {
 		send("cmd=put_result rc=0\n")
 	case "get":
 		k, _ := req.get("key")
-		s.mu.Lock()
-		v, ok := s.kvs[k]
-		s.mu.Unlock()
+		v, ok := s.kvsGet(k)
 		if ok {
 			send("cmd=get_result rc=0 value=%s\n", v)
 		} else {
@@ -154,9 +152,7 @@ func (s *Server) handlePMI2(tc *taskConn, lrank int, buf string) bool {
 		s.mu.Unlock()
 	case "kvs-get":
 		k, _ := req.get("key")
-		s.mu.Lock()
-		v, ok := s.kvs[k]
-		s.mu.Unlock()
+		v, ok := s.kvsGet(k)
 		if ok {
 			send("cmd=kvs-get-response;rc=0;found=TRUE;value=%s;", v)
 		} else {
@@ -261,4 +257,13 @@ func (s *Server) put(req *request) {
 	s.mu.Lock()
 	s.tempAdd(k, v)
 	s.mu.Unlock()
+}
+
+// kvsGet is kvs_get: the KVS as the last fence left it (PMI-1 get and
+// PMI-2 kvs-get answer from it in their own formats).
+func (s *Server) kvsGet(k string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.kvs[k]
+	return v, ok
 }
