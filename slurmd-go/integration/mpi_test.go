@@ -98,6 +98,7 @@ func TestMPI(t *testing.T) {
 	if pmix {
 		t.Run("MPI4py", func(t *testing.T) { testMPI4py(t, p, dirs) })
 	}
+	t.Run("SbatchMpiDefault", func(t *testing.T) { testMPISbatch(t, p, dirs) })
 	t.Run("Contract", func(t *testing.T) { testMPIContract(t, p, dirs) })
 	t.Run("Oversubscribed64", func(t *testing.T) { testMPIOversubscribed(t, p, dirs) })
 }
@@ -151,7 +152,9 @@ func mpiOptions(t *testing.T) func(impl string) cluster.Options {
 			}
 		}
 		o.Nodes = mpiNodes
-		o.ExtraConf = append(o.ExtraConf, "TmpFS="+root+"/%n", fmt.Sprintf("MpiParams=ports=%d-%d", mpiResvLow, mpiResvHigh))
+		// MpiDefault=pmi2: a step without --mpi gets it (TestMPI/SbatchMpiDefault);
+		// the other steps name their plugin.
+		o.ExtraConf = append(o.ExtraConf, "TmpFS="+root+"/%n", fmt.Sprintf("MpiParams=ports=%d-%d", mpiResvLow, mpiResvHigh), "MpiDefault=pmi2")
 		return o
 	}
 }
@@ -261,6 +264,23 @@ func srunTaskEnds(stderr string) map[int]string {
 		}
 	}
 	return ends
+}
+
+// testMPISbatch: MPICH from inside a batch job, its srun naming no plugin
+// (MpiDefault=pmi2), as the ordinary user: the job's output is stock's.
+func testMPISbatch(t *testing.T, p pair, dirs map[*cluster.Cluster]string) {
+	script := "#!/bin/sh\nsrun ./" + mpich.bin + "\n"
+	outs := map[*cluster.Cluster]string{}
+	for _, c := range p.both() {
+		id := c.SbatchIn(t, cluster.TestUser, dirs[c], script, "-p", srunPartition, "-N", strconv.Itoa(mpiNodes), "-n", strconv.Itoa(mpiRanks), "-o", "sbatch.out")
+		f := c.WaitJob(t, id, mpiTimeout, cluster.JobTerminalStates...)
+		if f["JobState"] != "COMPLETED" || f["ExitCode"] != "0:0" {
+			t.Errorf("%s: batch job %s %s %s", p.label(c), id, f["JobState"], f["ExitCode"])
+		}
+		out, _ := readJobFile(t, filepath.Join(dirs[c], "sbatch.out"))
+		outs[c], _ = barrierTime(t, p.label(c), out)
+	}
+	sameLines(t, p, "the batch job's output", outs[p.ref], outs[p.sut], helloLines(mpiRanks, mpiNodes))
 }
 
 // testMPI4py: mpi4py (Debian's, on Open MPI) reduces over 4 ranks on 4 nodes.
