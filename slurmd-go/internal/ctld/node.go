@@ -2,6 +2,7 @@ package ctld
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
@@ -39,4 +40,44 @@ func (c *Client) Resume(ctx context.Context, node string) error {
 	m := slurmproto.NewUpdateNode(node)
 	m.NodeState = slurmproto.NodeResume
 	return c.UpdateNode(ctx, m)
+}
+
+// ErrNoSuchNode: slurmctld has no node of that name.
+var ErrNoSuchNode = errors.New("slurmctld has no such node")
+
+// Node reads node's record head from slurmctld (REQUEST_NODE_INFO_SINGLE,
+// as slurm_load_node_single): its state bits and reason.
+func (c *Client) Node(ctx context.Context, node string) (*slurmproto.NodeRecord, error) {
+	reply, err := c.Call(ctx, &slurmproto.NodeInfoSingle{NodeName: node, ShowFlags: showAll}, auth.UIDAny)
+	if err != nil {
+		return nil, fmt.Errorf("node info %s: %w", node, err)
+	}
+	switch r := reply.(type) {
+	case *slurmproto.NodeInfo:
+		if r.Node == nil || r.Node.Name != node {
+			return nil, fmt.Errorf("node info %s: %w", node, ErrNoSuchNode)
+		}
+		return r.Node, nil
+	case *slurmproto.ReturnCode:
+		return nil, fmt.Errorf("node info %s: %w", node, &RCError{RC: r.RC})
+	}
+	return nil, fmt.Errorf("node info %s: unexpected reply %v", node, reply.MsgType())
+}
+
+// showAll is SHOW_ALL: hidden partitions' nodes too.
+const showAll = 0x0001
+
+// ResumeIfReason lifts node's drain only while slurmctld still holds it
+// drained for exactly reason, so that a drain an administrator set, or one
+// whose reason was changed since, is left alone. It reports whether it
+// resumed.
+func (c *Client) ResumeIfReason(ctx context.Context, node, reason string) (bool, error) {
+	r, err := c.Node(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	if r.NodeState&slurmproto.NodeStateDrain == 0 || r.Reason != reason {
+		return false, nil
+	}
+	return true, c.Resume(ctx, node)
 }
