@@ -25,20 +25,9 @@ func TestUpdateNode_Goldens(t *testing.T) {
 		{"testdata/r2605/munge/update_node_resume_v2d00.bin", Version2605, NodeResume, ""},
 	} {
 		t.Run(g.file, func(t *testing.T) {
-			frame, err := os.ReadFile(g.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := DecodeMessage(frame[4:])
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, b := goldenBody(t, g.file)
 			if m.Header.Version != g.v || m.Header.MsgType != RequestUpdateNode {
 				t.Fatalf("header %x %v", m.Header.Version, m.Header.MsgType)
-			}
-			b, err := DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := b.(*UpdateNode)
 			if got.NodeNames != "t1" || got.NodeState != g.state || got.Reason != g.rsn {
@@ -80,20 +69,9 @@ func TestNodeInfo_Goldens(t *testing.T) {
 		{"testdata/r2605/munge/node_info_afterresume_v2d00.bin", Version2605, false, false, ""},
 	} {
 		t.Run(g.file, func(t *testing.T) {
-			frame, err := os.ReadFile(g.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := DecodeMessage(frame[4:])
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, b := goldenBody(t, g.file)
 			if m.Header.Version != g.v {
 				t.Fatalf("version %x", m.Header.Version)
-			}
-			b, err := DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
-			if err != nil {
-				t.Fatal(err)
 			}
 			ni := b.(*NodeInfo)
 			if g.none {
@@ -135,4 +113,22 @@ func TestNodeInfo_Refused(t *testing.T) {
 	if _, err := DecodeBody(Version2205, ResponseNodeInfo, append(p.Bytes(), make([]byte, 400)...)); err == nil {
 		t.Fatal("a zeroed record (select plugin 0) decoded")
 	}
+}
+
+// goldenBody reads one golden frame and decodes its body.
+func goldenBody(t *testing.T, file string) (*Message, Body) {
+	t.Helper()
+	frame, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeMessage(frame[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, b
 }
