@@ -2,13 +2,13 @@ package gres
 
 import (
 	"context"
-	"os"
-	"syscall"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
@@ -101,9 +101,9 @@ type confOptions struct {
 	nodeName  string
 	cpuCnt    uint32
 	version   uint16
-	gresTypes []string      // GresTypes, for the names gres.conf may use
+	gresTypes []string           // GresTypes, for the names gres.conf may use
 	exists    func(string) error // stat(2) of a File= entry; nil: os.Stat
-	fileWait  time.Duration // how long a missing File= is waited for (stock: 20 s)
+	fileWait  time.Duration      // how long a missing File= is waited for (stock: 20 s)
 }
 
 // gresOptions are _gres_options: the keys of a Name=/NodeName= line.
