@@ -71,7 +71,7 @@ func flagsOf(b uint32) Flags {
 		EnvOpenCL: b&cfEnvOpenCL != 0, EnvDefault: b&cfEnvDef != 0, Shared: b&cfShared != 0,
 		OneSharing: b&cfOneSharing != 0, EnvOneAPI: b&cfEnvOneAPI != 0, Explicit: b&cfExplicit != 0,
 		GlobalIndex: b&cfGlobalIndex != 0, Autodetected: b&cfAutodetect != 0, MIG: b&cfMIG != 0,
-		UUID:     b&cfUUID != 0,
+		UUID: b&cfUUID != 0,
 	}
 }
 
