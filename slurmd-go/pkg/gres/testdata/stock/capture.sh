@@ -13,7 +13,7 @@ CHROOTS=${TIEE_CHROOT_DIR:-/var/lib/tiee/chroots}
 DEV=/tmp/tiee-gres-dev
 RUN=/tmp/tiee-gres-run
 mkdir -p $DEV
-for i in 0 1 2 3 4 5 6 7 8 9; do [ -c $DEV/nv$i ] || mknod $DEV/nv$i c 195 $i; done
+for i in 0 1 2 3 4 5 6 7 8 9; do [ -c $DEV/nv$i ] || { rm -f $DEV/nv$i; mknod $DEV/nv$i c 195 $i; }; done
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=($(cd "$HERE" && ls -d */ | tr -d /))
 for c in "${cases[@]}"; do
