@@ -77,6 +77,11 @@ func Load(ctx context.Context, o Options) (*Node, error) {
 	if len(ctxs) == 0 {
 		return n, nil
 	}
+	// slurmd reads the node's Gres= (gres_init_node_config) before gres.conf.
+	slurmGres, err := parseNodeGres(o.NodeGres, ctxs, o.NodeName, n)
+	if err != nil {
+		return n, err
+	}
 	var recs []*rec
 	if _, err := os.Stat(o.ConfPath); err != nil {
 		n.Messages = append(n.Messages, Message{"info", fmt.Sprintf("Can not stat gres.conf file (%s), using slurm.conf data", o.ConfPath)})
@@ -89,10 +94,6 @@ func Load(ctx context.Context, o Options) (*Node, error) {
 		}
 		recs = p.recs
 		n.AutoDetect = p.autodetect
-	}
-	slurmGres, err := parseNodeGres(o.NodeGres, ctxs, o.NodeName, n)
-	if err != nil {
-		return n, err
 	}
 	for _, c := range ctxs {
 		if err := validateConf(recs, c); err != nil {
