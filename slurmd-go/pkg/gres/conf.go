@@ -86,6 +86,7 @@ const (
 	AutoDetectNRT    = "nrt" // 24.11 on
 	AutoDetectNVIDIA = "nvidia"
 	AutoDetectOff    = "off"
+	AutoDetectFull   = "full" // 26.05
 )
 
 // parsed is gres.conf as read for one node.
@@ -200,16 +201,18 @@ func (st *parseState) syntax(l slurmconf.Line, rest string) error {
 func autodetectValue(s string, v uint16) (string, string) {
 	ls := strings.ToLower(s)
 	switch {
+	case v >= v2605 && strings.Contains(ls, "full"):
+		return AutoDetectFull, ""
 	case strings.Contains(ls, "nvml"):
 		return AutoDetectNVML, ""
-	case v >= v2411 && strings.Contains(ls, "nvidia"):
-		return AutoDetectNVIDIA, ""
 	case strings.Contains(ls, "rsmi"):
 		return AutoDetectRSMI, ""
 	case strings.Contains(ls, "oneapi"):
 		return AutoDetectOneAPI, ""
 	case v >= v2411 && strings.Contains(ls, "nrt"):
 		return AutoDetectNRT, ""
+	case v >= v2411 && strings.Contains(ls, "nvidia"):
+		return AutoDetectNVIDIA, ""
 	case ls == "off":
 		return AutoDetectOff, ""
 	}
