@@ -150,3 +150,9 @@ func trailingNumber(path string) int {
 	}
 	return n
 }
+
+// Devices lists the node's device files of GRES name, numbered as stock
+// numbers them for the credential's bitmaps (see the package Devices).
+func (n *Node) Devices(name string, stat StatFunc) ([]Device, error) {
+	return Devices(n.Records, name, stat)
+}

@@ -89,3 +89,18 @@ func TestStatDevice_DevNull(t *testing.T) {
 		t.Error("missing file: no error")
 	}
 }
+
+// TestNode_Devices: a loaded node's GPUs, after shard records were laid
+// over them, number 0.. in the order the node registered them.
+func TestNode_Devices(t *testing.T) {
+	n := &Node{Records: []Record{
+		{Name: "shard", File: "/dev/nvidia1", Count: 4},
+		{Name: "gpu", Type: "a100", File: "/dev/nvidia1", Count: 1},
+		{Name: "shard", File: "/dev/nvidia0", Count: 4},
+		{Name: "gpu", Type: "a100", File: "/dev/nvidia0", Count: 1},
+	}}
+	devs, err := n.Devices("gpu", fakeStat)
+	if err != nil || len(devs) != 2 || devs[0].Path != "/dev/nvidia1" || devs[0].Index != 0 || devs[1].DevNum != 0 || devs[1].Index != 1 {
+		t.Errorf("%v %v", devs, err)
+	}
+}
