@@ -159,7 +159,7 @@ func gresPrintRelease(cfg *config.Config) uint16 {
 // "[<time>] " (26.05). A broken gres.conf prints its fatal line, exit 1.
 func printGres(w io.Writer, cfg *config.Config, det gres.Detector) int {
 	v := gresPrintRelease(cfg)
-	if cfg.Conf.Version != 0 && cfg.Conf.Version != v {
+	if cfg.Conf.Version != v { // read as that release's slurmd reads it
 		c, err := config.LoadAs(cfg.Flags, v)
 		if err != nil {
 			printConfError(w, err)
