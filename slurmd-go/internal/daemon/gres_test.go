@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strconv"
 
@@ -143,5 +144,49 @@ func TestGresWire_Flags(t *testing.T) {
 		if r.ConfigFlags != tc.flags || r.PluginID != 7696487 || r.Name != "gpu" || r.Type != "a100" || r.CPUs != "0-3" || r.CPUCnt != 8 {
 			t.Errorf("%#x: %+v (flags want %#x)", tc.v, r, tc.flags)
 		}
+	}
+}
+
+// TestGresInfo_MatchesStock: the gres_info slurmd-go registers for
+// pkg/gres's typed_shard_t1 case is, byte for byte, what the stock slurmd
+// of each release sent for it (pkg/slurmproto/testdata, capture_gres.sh).
+func TestGresInfo_MatchesStock(t *testing.T) {
+	ensureStockDevs(t)
+	for _, g := range []struct {
+		rel, file string
+	}{
+		{"22.05", "reg_status_gres_v2600.bin"},
+		{"24.11", "r2411/munge/reg_status_gres_v2a00.bin"},
+		{"26.05", "r2605/munge/reg_status_gres_v2d00.bin"},
+	} {
+		t.Run(g.rel, func(t *testing.T) {
+			frame, err := os.ReadFile(filepath.Join("../../pkg/slurmproto/testdata", g.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := slurmproto.DecodeMessage(frame[4:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := slurmproto.DecodeBody(m.Header.Version, m.Header.MsgType, m.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := body.(*slurmproto.NodeRegistrationStatus).GresInfo
+			v := m.Header.Version
+			dir := gresCase(t, "typed_shard_t1")
+			cfg, err := config.LoadAs(config.Flags{ConfFile: filepath.Join(dir, "slurm.conf"), NodeName: "t1"}, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The capture host had 2 CPUs (the case's CPUs=2 too).
+			n, err := gres.Load(context.Background(), gresOptions(cfg, 2, v, gres.NullDetector{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slurmproto.PackGresNodeConfig(v, gresWire(n.Records, v)); !bytes.Equal(got, want) {
+				t.Errorf("gres_info differs from stock %s:\n got  %x\n want %x", g.rel, got, want)
+			}
+		})
 	}
 }
