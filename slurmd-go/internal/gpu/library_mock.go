@@ -1,0 +1,100 @@
+//go:build linux && cgo && nvmlmock
+
+package gpu
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu/gpumock"
+)
+
+// MockControlEnv names a FIFO the nvmlmock build reads commands from, one
+// per line, so that real-cluster tests can make the mock GPUs fail:
+//
+//	xid <gpu> <code>          an XID critical error event
+//	remap <gpu> <0|1>         row-remap failure off/on
+//	fabric <gpu> <state>      fabric state (GPU_FABRIC_STATE_*)
+//	util <gpu> <gpu%> <mem%>  utilisation rates
+//	procs <gpu> <pid>:<MiB>,...  compute processes
+const MockControlEnv = "SLURMD_GO_NVMLMOCK_CTL"
+
+// newLibrary, in the nvmlmock build only, is go-nvml's dgxh100 mock: 8 x
+// H100 80GB HBM3, their CPU affinity split over the host's online CPUs.
+func newLibrary(o Options) nvml.Interface {
+	log := o.withDefaults().Logger.Named("gpu.nvmlmock")
+	mo := gpumock.Options{}
+	if cpus, err := onlineCPUs(o.SysRoot + "/sys/devices/system/cpu"); err == nil && len(cpus) > 0 {
+		half := (len(cpus) + 1) / 2
+		mo.SocketCPUs = [][]int{cpus[:half], cpus[len(cpus)-half:]}
+	}
+	m := gpumock.NewDGXH100(mo)
+	log.Warn("NVML is a mock: 8 x H100 from go-nvml's dgxh100 (nvmlmock build, not for production)")
+	if p := os.Getenv(MockControlEnv); p != "" {
+		go mockControl(m, p, log)
+	}
+	return m
+}
+
+func mockControl(m *gpumock.Machine, path string, log interface {
+	Info(string, ...interface{})
+	Warn(string, ...interface{})
+}) {
+	if err := syscall.Mkfifo(path, 0o600); err != nil && !os.IsExist(err) {
+		log.Warn("mock control FIFO", "path", path, "error", err)
+		return
+	}
+	for {
+		f, err := os.Open(path) // blocks until a writer opens it
+		if err != nil {
+			log.Warn("mock control FIFO", "path", path, "error", err)
+			return
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 3 {
+				continue
+			}
+			i, err := strconv.Atoi(fs[1])
+			if err != nil || i < 0 || i >= len(m.GPUs) {
+				log.Warn("mock control: bad GPU", "line", sc.Text())
+				continue
+			}
+			n, _ := strconv.ParseUint(fs[2], 10, 64)
+			switch fs[0] {
+			case "xid":
+				m.InjectXID(i, n)
+			case "remap":
+				m.GPUs[i].SetRemap(0, n != 0)
+			case "fabric":
+				m.GPUs[i].SetFabric(uint8(n), 0)
+			case "util":
+				mem := uint64(0)
+				if len(fs) > 3 {
+					mem, _ = strconv.ParseUint(fs[3], 10, 32)
+				}
+				m.GPUs[i].SetUtil(uint32(n), uint32(mem))
+			case "procs":
+				var ps []nvml.ProcessInfo
+				for _, p := range strings.Split(fs[2], ",") {
+					pid, mib, _ := strings.Cut(p, ":")
+					a, _ := strconv.ParseUint(pid, 10, 32)
+					b, _ := strconv.ParseUint(mib, 10, 64)
+					ps = append(ps, nvml.ProcessInfo{Pid: uint32(a), UsedGpuMemory: b << 20, GpuInstanceId: NoInstance, ComputeInstanceId: NoInstance})
+				}
+				m.GPUs[i].SetProcesses(ps...)
+			default:
+				log.Warn("mock control: unknown command", "line", sc.Text())
+				continue
+			}
+			log.Info("mock control", "command", sc.Text())
+		}
+		f.Close()
+	}
+}
