@@ -21,6 +21,9 @@ type CPUMap struct {
 
 // ReadCPUMap reads root/sys/devices/system/cpu ("" or "/" for the host).
 func ReadCPUMap(root string) (*CPUMap, error) {
+	if root == "" {
+		root = "/"
+	}
 	dir := filepath.Join(root, "sys", "devices", "system", "cpu")
 	cpus, err := onlineCPUs(dir)
 	if err != nil {

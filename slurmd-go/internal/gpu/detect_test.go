@@ -5,6 +5,7 @@ package gpu
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,6 +28,9 @@ var releases = []struct {
 }{{"22.05", slurmproto.Version2205}, {"24.11", slurmproto.Version2411}, {"26.05", slurmproto.Version2605}}
 
 var autoFlags = gres.Flags{EnvNVML: true, Autodetected: true}
+
+// nvmlReq is what gres.Load asks on a 224-CPU DGX for AutoDetect=nvml.
+var nvmlReq = gres.DetectRequest{AutoDetect: gres.AutoDetectNVML, CPUs: 224}
 
 func openMock(t *testing.T, m *gpumock.Machine, o Options) Provider {
 	t.Helper()
@@ -80,8 +84,9 @@ func TestDetect_DGXH100(t *testing.T) {
 	for _, rel := range releases {
 		t.Run(rel.name, func(t *testing.T) {
 			m := gpumock.NewDGXH100(gpumock.Options{})
-			p := openMock(t, m, Options{Release: rel.v})
-			got, err := p.Detect(context.Background())
+			p := openMock(t, m, Options{Release: slurmproto.Version2205})
+			// The daemon names records for the negotiated release.
+			got, err := p.WithRelease(rel.v).Detect(context.Background(), nvmlReq)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +98,7 @@ func TestDetect_DGXH100(t *testing.T) {
 				if i >= 4 {
 					cores = "56-111"
 				}
-				r := gres.Record{Name: "gpu", Type: "nvidia_h100_80gb_hbm3", Count: 1,
+				r := gres.Record{Name: "gpu", Type: "nvidia_h100_80gb_hbm3", Count: 1, CPUCnt: 224,
 					File: fmt.Sprintf("/dev/nvidia%d", i), Cores: cores, Links: strings.Join(links, ","), Flags: autoFlags}
 				if rel.v >= slurmproto.Version2605 {
 					r.UniqueID = m.GPUs[i].UUID
@@ -115,7 +120,7 @@ func TestDetect_DirectNVLinks(t *testing.T) {
 		g.Minor = 7 - i
 	}
 	p := openMock(t, m, Options{Release: slurmproto.Version2411})
-	got, err := p.Detect(context.Background())
+	got, err := p.Detect(context.Background(), nvmlReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +172,7 @@ func TestDetect_MIG(t *testing.T) {
 			minors := filepath.Join(t.TempDir(), "mig-minors")
 			must(t, os.WriteFile(minors, []byte(m.MIGMinors()), 0o644))
 			p := openMock(t, m, Options{Release: rel.v, MIGMinorsPath: minors})
-			got, err := p.Detect(context.Background())
+			got, err := p.Detect(context.Background(), nvmlReq)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,13 +189,18 @@ func TestDetect_MIG(t *testing.T) {
 				}
 				return ""
 			}
+			// MIG flags: 24.11 GRES_CONF_GLOBAL_INDEX; 26.05 GRES_CONF_MIG|UUID.
+			migFlags := autoFlags
+			migFlags.GlobalIndex = rel.v == slurmproto.Version2411
+			migFlags.MIG = rel.v >= slurmproto.Version2605
+			migFlags.UUID = rel.v >= slurmproto.Version2605
 			mig := func(gpu int, typ, caps, link string, k int) gres.Record {
-				return gres.Record{Name: "gpu", Type: typ, Count: 1,
+				return gres.Record{Name: "gpu", Type: typ, Count: 1, CPUCnt: 224,
 					File:     fmt.Sprintf("/dev/nvidia%d,%s", gpu, caps),
 					Cores:    map[bool]string{true: "0-55", false: "56-111"}[gpu < 4],
 					Links:    links(link),
 					UniqueID: fmt.Sprintf("MIG-%08x-0000-4000-8000-%012x", gpu, k),
-					Flags:    autoFlags}
+					Flags:    migFlags}
 			}
 			// mig-minors as the mock numbers them: config 1, monitor 2, then
 			// GPU 0 GI 0 = 3, its CI 0 = 4, GI 1 = 5, CI 6, GI 2 = 7, CI 8;
@@ -205,7 +215,7 @@ func TestDetect_MIG(t *testing.T) {
 			for i := 3; i < 8; i++ {
 				l := []string{"0", "0", "0", "0", "0", "0", "0", "0"}
 				l[i] = "-1"
-				r := gres.Record{Name: "gpu", Type: "mock_nvidia_a100-sxm4-40gb", Count: 1, File: fmt.Sprintf("/dev/nvidia%d", i),
+				r := gres.Record{Name: "gpu", Type: "mock_nvidia_a100-sxm4-40gb", Count: 1, CPUCnt: 224, File: fmt.Sprintf("/dev/nvidia%d", i),
 					Cores: map[bool]string{true: "0-55", false: "56-111"}[i < 4], Links: strings.Join(l, ","), Flags: autoFlags}
 				if rel.v >= slurmproto.Version2605 {
 					r.UniqueID = m.GPUs[i].UUID
@@ -230,7 +240,7 @@ func TestDetect_MIGOldDriver(t *testing.T) {
 	// Only the first instance is listed.
 	must(t, os.WriteFile(minors, []byte("config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n"), 0o644))
 	p := openMock(t, m, Options{Release: slurmproto.Version2411, MIGMinorsPath: minors})
-	got, err := p.Detect(context.Background())
+	got, err := p.Detect(context.Background(), nvmlReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +308,17 @@ func TestOpen_NoLibrary(t *testing.T) {
 	exerciseNull(t, p)
 }
 
+// TestDetect_OtherLibraries: AutoDetect= values other than nvml are not
+// implemented: gres.ErrNoLibrary, so the node registers gres.conf's GPUs.
+func TestDetect_OtherLibraries(t *testing.T) {
+	p := openMock(t, gpumock.NewDGXH100(gpumock.Options{}), Options{})
+	for _, a := range []string{gres.AutoDetectRSMI, gres.AutoDetectOneAPI, gres.AutoDetectNVIDIA} {
+		if recs, err := p.Detect(context.Background(), gres.DetectRequest{AutoDetect: a, CPUs: 224}); !errors.Is(err, gres.ErrNoLibrary) || recs != nil {
+			t.Errorf("AutoDetect=%s: %v, %v", a, recs, err)
+		}
+	}
+}
+
 // haveNVML: is libnvidia-ml.so.1 where the dynamic loader finds it?
 func haveNVML() bool {
 	for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"} {
@@ -314,9 +335,9 @@ func exerciseNull(t *testing.T, p Provider) {
 		t.Fatalf("got %T (reason %q), want Null with a reason", p, p.Reason())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	recs, err := p.Detect(ctx)
-	if err != nil || len(recs) != 0 {
-		t.Fatalf("Null Detect = %v, %v", recs, err)
+	recs, err := p.Detect(ctx, nvmlReq)
+	if !errors.Is(err, gres.ErrNoLibrary) || recs != nil || !strings.Contains(err.Error(), p.Reason()) {
+		t.Fatalf("Null Detect = %v, %v; want gres.ErrNoLibrary naming why", recs, err)
 	}
 	if s, err := p.Sample(ctx); err != nil || len(s) != 0 {
 		t.Fatalf("Null Sample = %v, %v", s, err)

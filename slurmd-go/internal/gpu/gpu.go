@@ -20,12 +20,15 @@ var (
 	ErrMIGMinors = errors.New("gpu: mig-minors")
 )
 
-// Detector finds the node's GPUs (AutoDetect=nvml). It is the method set of
-// pkg/gres's Detector; callers merge its records with gres.conf.
+// Detector finds the node's GPUs for gres.conf's AutoDetect=nvml
+// (gres.Detector): one record per GPU, or per MIG instance of a GPU in MIG
+// mode, in NVML index order, named for the release WithRelease chose. Any
+// goroutine.
 type Detector interface {
-	// Detect returns one record per GPU (or per MIG instance of a GPU in
-	// MIG mode), in NVML index order. Any goroutine.
-	Detect(ctx context.Context) ([]gres.Record, error)
+	gres.Detector
+	// WithRelease returns the detector naming records as the gpu/nvml
+	// plugin of release v (a protocol version) does.
+	WithRelease(v uint16) gres.Detector
 }
 
 // Sampler reads the current telemetry of every GPU, for the metrics server.

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/gres"
 )
@@ -14,8 +15,14 @@ type Null struct {
 
 var _ Provider = Null{}
 
-// Detect finds nothing: the node registers without autodetected GPUs.
-func (Null) Detect(context.Context) ([]gres.Record, error) { return nil, nil }
+// Detect finds no library: the node registers the GPUs gres.conf names,
+// without autodetected ones (gres.ErrNoLibrary).
+func (n Null) Detect(_ context.Context, req gres.DetectRequest) ([]gres.Record, error) {
+	return nil, fmt.Errorf("%w: AutoDetect=%s: %s", gres.ErrNoLibrary, req.AutoDetect, n.Why)
+}
+
+// WithRelease is n: nothing to name.
+func (n Null) WithRelease(uint16) gres.Detector { return n }
 
 // Devices lists none.
 func (Null) Devices(context.Context) ([]Device, error) { return nil, nil }

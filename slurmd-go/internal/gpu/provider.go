@@ -140,8 +140,32 @@ func links(d nvml.Device, self int, lut []string) (string, int, int) {
 	return joinInts(counts), toGPU, toSwitch
 }
 
-// Detect follows gpu_nvml.c's _get_system_gpu_list_nvml for o.Release.
-func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
+// WithRelease returns a detector over the same NVML naming as release v.
+func (p *provider) WithRelease(v uint16) gres.Detector {
+	return releaseDetector{p: p, v: v}
+}
+
+type releaseDetector struct {
+	p *provider
+	v uint16
+}
+
+func (r releaseDetector) Detect(ctx context.Context, req gres.DetectRequest) ([]gres.Record, error) {
+	return r.p.detect(ctx, req, r.v)
+}
+
+// Detect names records for Options.Release.
+func (p *provider) Detect(ctx context.Context, req gres.DetectRequest) ([]gres.Record, error) {
+	return p.detect(ctx, req, p.o.Release)
+}
+
+// detect follows gpu_nvml.c's _get_system_gpu_list_nvml of release rel.
+func (p *provider) detect(ctx context.Context, req gres.DetectRequest, rel uint16) ([]gres.Record, error) {
+	if req.AutoDetect != gres.AutoDetectNVML {
+		// gpu/rsmi, gpu/oneapi, gpu/nrt and 24.11's sysfs gpu/nvidia are
+		// not implemented: as a node without that library.
+		return nil, fmt.Errorf("%w: AutoDetect=%s is not supported by slurmd-go (only nvml)", gres.ErrNoLibrary, req.AutoDetect)
+	}
 	cm, err := p.cpus()
 	if err != nil {
 		return nil, err
@@ -152,6 +176,8 @@ func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
 	}
 	driver, _ := p.lib.SystemGetDriverVersion()
 	p.log.Debug("NVML", "driver", driver, "devices", len(devs))
+	// 22.05 sets nvidia_gpu_env; 24.11 on also GRES_CONF_AUTODETECT (the
+	// loader marks every detected record so anyway).
 	flags := gres.Flags{EnvNVML: true, Autodetected: true}
 	var out []gres.Record
 	var minors MIGMinors // read at the first MIG GPU
@@ -162,7 +188,7 @@ func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
 		}
 		if d == nil {
 			// Stock adds a bare record for a GPU it cannot open.
-			out = append(out, gres.Record{Name: "gpu", Count: 1, Flags: flags})
+			out = append(out, gres.Record{Name: "gpu", Count: 1, CPUCnt: req.CPUs, Flags: flags})
 			continue
 		}
 		name, _ := d.GetName()
@@ -184,7 +210,7 @@ func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
 		}
 		nvlinks, _, _ := links(d, i, lut)
 		file := fmt.Sprintf("/dev/nvidia%d", minor)
-		base := gres.Record{Name: "gpu", Count: 1, Cores: cores, Flags: flags}
+		base := gres.Record{Name: "gpu", Count: 1, Cores: cores, CPUCnt: req.CPUs, Flags: flags}
 
 		added := false
 		if cur, _, ret := d.GetMigMode(); ret == nvml.SUCCESS && cur == nvml.DEVICE_MIG_ENABLE {
@@ -194,10 +220,13 @@ func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
 					minors = MIGMinors{}
 				}
 			}
-			recs := p.migRecords(d, i, minor, uuid, gpuType, file, driver, minors, base)
+			if rel >= release2605 {
+				base.Flags.MIG = true // set for the GPU, so also on its whole-GPU fallback
+			}
+			recs := p.migRecords(d, i, minor, uuid, gpuType, file, driver, minors, base, rel)
 			out = append(out, recs...)
 			added = len(recs) > 0
-			if !added && p.o.Release < release2411 {
+			if !added && rel < release2411 {
 				// 22.05 stops short (fatal) on a MIG GPU without
 				// instances; later releases register the whole GPU.
 				p.log.Error("MIG mode is enabled, but no MIG devices were found", "index", i)
@@ -207,7 +236,7 @@ func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
 		if !added {
 			r := base
 			r.Type, r.File, r.Links = gpuType, file, nvlinks
-			if p.o.Release >= release2605 {
+			if rel >= release2605 {
 				r.UniqueID = uuid
 			}
 			out = append(out, r)
@@ -218,7 +247,7 @@ func (p *provider) Detect(ctx context.Context) ([]gres.Record, error) {
 	return out, nil
 }
 
-func (p *provider) migRecords(d nvml.Device, i, minor int, uuid, gpuType, file, driver string, minors MIGMinors, base gres.Record) []gres.Record {
+func (p *provider) migRecords(d nvml.Device, i, minor int, uuid, gpuType, file, driver string, minors MIGMinors, base gres.Record, rel uint16) []gres.Record {
 	max, ret := d.GetMaxMigDeviceCount()
 	if ret != nvml.SUCCESS {
 		p.log.Error("MIG device count", "index", i, "error", ret.Error())
@@ -249,10 +278,10 @@ func (p *provider) migRecords(d nvml.Device, i, minor int, uuid, gpuType, file, 
 			continue
 		}
 		migName := ""
-		if p.o.Release >= release2411 {
+		if rel >= release2411 {
 			migName, _ = m.GetName()
 		}
-		profile, err := migProfile(p.o.Release, migName, func() (migAttrs, error) {
+		profile, err := migProfile(rel, migName, func() (migAttrs, error) {
 			a, ret := m.GetAttributes()
 			if ret != nvml.SUCCESS {
 				return migAttrs{}, nvErr("MIG attributes", ret)
@@ -267,8 +296,13 @@ func (p *provider) migRecords(d nvml.Device, i, minor int, uuid, gpuType, file, 
 		r.Type = migBase(gpuType) + profile
 		r.File = fmt.Sprintf("%s,/dev/nvidia-caps/nvidia-cap%d,/dev/nvidia-caps/nvidia-cap%d", file, giMinor, ciMinor)
 		r.UniqueID = migUniqueID(driver, migUUID, uuid, gi, ci)
-		if p.o.Release < release2411 {
+		switch {
+		case rel < release2411:
 			r.Links = emptyLinks(j, len(migs))
+		case rel < release2605:
+			r.Flags.GlobalIndex = true
+		default:
+			r.Flags.UUID = true
 		}
 		out = append(out, r)
 	}

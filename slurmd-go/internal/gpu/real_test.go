@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/gres"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -68,7 +69,7 @@ func TestReal_DetectAndSample(t *testing.T) {
 		t.Fatalf("no NVML on a GPU machine: %s", p.Reason())
 	}
 	ref := smi(t)
-	recs, err := p.Detect(context.Background())
+	recs, err := p.Detect(context.Background(), gres.DetectRequest{AutoDetect: gres.AutoDetectNVML})
 	if err != nil {
 		t.Fatal(err)
 	}
