@@ -113,16 +113,21 @@ func (s FabricState) String() string {
 // Sample is one reading of one GPU. Units are NVML's unless named.
 type Sample struct {
 	Index    int
+	Minor    int // /dev/nvidia<Minor>
 	UUID     string
 	PCIBusID string
 	Name     string
 	Time     time.Time
 	Has      Has // which of the fields below NVML provided
 
-	GPUUtil        uint32 // percent of time a kernel ran (DCGM_FI_DEV_GPU_UTIL)
-	MemCopyUtil    uint32 // percent of time memory was read or written (_MEM_COPY_UTIL)
-	FBUsedMiB      uint64 // frame buffer used, MiB (_FB_USED)
-	FBFreeMiB      uint64 // frame buffer free, MiB (_FB_FREE)
+	GPUUtil        uint32  // percent of time a kernel ran (DCGM_FI_DEV_GPU_UTIL)
+	MemCopyUtil    uint32  // percent of time memory was read or written (_MEM_COPY_UTIL)
+	FBUsedMiB      uint64  // frame buffer used, MiB (_FB_USED)
+	FBFreeMiB      uint64  // frame buffer free, MiB (_FB_FREE)
+	FBReservedMiB  uint64  // reserved by the driver, MiB (_FB_RESERVED; nvmlDeviceGetMemoryInfo_v2)
+	EncUtil        uint32  // encoder utilisation, percent (_ENC_UTIL)
+	DecUtil        uint32  // decoder utilisation, percent (_DEC_UTIL)
+	PowerLimitW    float64 // power management limit (_POWER_MGMT_LIMIT)
 	PowerW         float64
 	EnergyMJ       uint64 // total energy since the driver loaded, millijoules (_TOTAL_ENERGY_CONSUMPTION)
 	TempC          uint32
@@ -135,6 +140,7 @@ type Sample struct {
 	RemappedUncorr uint64 // rows remapped for uncorrectable errors
 	RemapPending   bool
 	RemapFailure   bool
+	LastXID        uint64 // the last XID seen by Watch, application XIDs included (_XID_ERRORS)
 	Processes      []Process
 }
 
@@ -154,7 +160,46 @@ const (
 	HasECC
 	HasRemap
 	HasProcesses
+	HasFBReserved
+	HasEncDec
+	HasPowerLimit
+	HasXID
 )
+
+// DCGM returns the sample's values under their dcgm-exporter names
+// (DCGM_FI_DEV_*, dcgm-exporter's units), only those NVML provided: what
+// the metrics server exports per GPU.
+func (s Sample) DCGM() map[string]float64 {
+	v := map[string]float64{}
+	set := func(h Has, kv ...any) {
+		if s.Has&h == 0 {
+			return
+		}
+		for i := 0; i < len(kv); i += 2 {
+			v[kv[i].(string)] = kv[i+1].(float64)
+		}
+	}
+	set(HasUtil, "DCGM_FI_DEV_GPU_UTIL", float64(s.GPUUtil), "DCGM_FI_DEV_MEM_COPY_UTIL", float64(s.MemCopyUtil))
+	set(HasEncDec, "DCGM_FI_DEV_ENC_UTIL", float64(s.EncUtil), "DCGM_FI_DEV_DEC_UTIL", float64(s.DecUtil))
+	set(HasMemory, "DCGM_FI_DEV_FB_USED", float64(s.FBUsedMiB), "DCGM_FI_DEV_FB_FREE", float64(s.FBFreeMiB))
+	set(HasFBReserved, "DCGM_FI_DEV_FB_RESERVED", float64(s.FBReservedMiB))
+	set(HasSMClock, "DCGM_FI_DEV_SM_CLOCK", float64(s.SMClockMHz))
+	set(HasMemClock, "DCGM_FI_DEV_MEM_CLOCK", float64(s.MemClockMHz))
+	set(HasTemp, "DCGM_FI_DEV_GPU_TEMP", float64(s.TempC))
+	set(HasPower, "DCGM_FI_DEV_POWER_USAGE", s.PowerW)
+	set(HasPowerLimit, "DCGM_FI_DEV_POWER_MGMT_LIMIT", s.PowerLimitW)
+	set(HasEnergy, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", float64(s.EnergyMJ))
+	set(HasPCIeReplay, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", float64(s.PCIeReplays))
+	set(HasXID, "DCGM_FI_DEV_XID_ERRORS", float64(s.LastXID))
+	set(HasECC, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", float64(s.ECCCorrected), "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", float64(s.ECCUncorrected))
+	fail := 0.0
+	if s.RemapFailure {
+		fail = 1
+	}
+	set(HasRemap, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", float64(s.RemappedUncorr),
+		"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", float64(s.RemappedCorr), "DCGM_FI_DEV_ROW_REMAP_FAILURE", fail)
+	return v
+}
 
 // Process is one process with a context on a GPU.
 type Process struct {

@@ -21,15 +21,16 @@ type provider struct {
 	o   Options
 	log hclog.Logger
 
-	mu     sync.Mutex
-	cpuMap *CPUMap // guarded by mu
-	closed bool    // guarded by mu
+	mu      sync.Mutex
+	cpuMap  *CPUMap        // guarded by mu
+	closed  bool           // guarded by mu
+	lastXID map[int]uint64 // guarded by mu; by GPU index, from Watch
 }
 
 var _ Provider = (*provider)(nil)
 
 func newProvider(lib nvml.Interface, o Options, log hclog.Logger) *provider {
-	return &provider{lib: lib, o: o, log: log, cpuMap: o.CPUMap}
+	return &provider{lib: lib, o: o, log: log, cpuMap: o.CPUMap, lastXID: map[int]uint64{}}
 }
 
 func nvErr(what string, ret nvml.Return) error {
@@ -368,16 +369,36 @@ func (p *provider) Sample(ctx context.Context) ([]Sample, error) {
 			continue
 		}
 		s := Sample{Index: i, PCIBusID: lut[i], Time: now}
+		s.Minor, _ = d.GetMinorNumber()
 		s.UUID, _ = d.GetUUID()
 		s.Name, _ = d.GetName()
 		if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
 			s.GPUUtil, s.MemCopyUtil = u.Gpu, u.Memory
 			s.Has |= HasUtil
 		}
-		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+		if m, ret := d.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
+			s.FBUsedMiB, s.FBFreeMiB, s.FBReservedMiB = m.Used>>20, m.Free>>20, m.Reserved>>20
+			s.Has |= HasMemory | HasFBReserved
+		} else if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
 			s.FBUsedMiB, s.FBFreeMiB = m.Used>>20, m.Free>>20
 			s.Has |= HasMemory
 		}
+		enc, _, ret1 := d.GetEncoderUtilization()
+		dec, _, ret2 := d.GetDecoderUtilization()
+		if ret1 == nvml.SUCCESS && ret2 == nvml.SUCCESS {
+			s.EncUtil, s.DecUtil = enc, dec
+			s.Has |= HasEncDec
+		}
+		if mw, ret := d.GetPowerManagementLimit(); ret == nvml.SUCCESS {
+			s.PowerLimitW = float64(mw) / 1000
+			s.Has |= HasPowerLimit
+		}
+		p.mu.Lock()
+		if x, ok := p.lastXID[i]; ok {
+			s.LastXID = x
+			s.Has |= HasXID
+		}
+		p.mu.Unlock()
 		if mw, ret := d.GetPowerUsage(); ret == nvml.SUCCESS {
 			s.PowerW = float64(mw) / 1000
 			s.Has |= HasPower

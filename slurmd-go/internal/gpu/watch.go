@@ -100,6 +100,11 @@ func (p *provider) events(ctx context.Context, es nvml.EventSet, byUUID map[stri
 		ev := Event{Index: idx, UUID: uuid}
 		switch {
 		case e.EventType&nvml.EventTypeXidCriticalError != 0:
+			if idx >= 0 {
+				p.mu.Lock()
+				p.lastXID[idx] = e.EventData // exported as DCGM_FI_DEV_XID_ERRORS
+				p.mu.Unlock()
+			}
 			if IsApplicationXID(e.EventData) {
 				p.log.Debug("application XID ignored", "index", idx, "xid", e.EventData)
 				continue

@@ -168,11 +168,12 @@ func TestSample_Mock(t *testing.T) {
 		t.Fatalf("%d samples", len(ss))
 	}
 	s := ss[2]
-	all := HasUtil | HasMemory | HasPower | HasEnergy | HasTemp | HasSMClock | HasMemClock | HasPCIeReplay | HasECC | HasRemap | HasProcesses
+	all := HasUtil | HasMemory | HasPower | HasEnergy | HasTemp | HasSMClock | HasMemClock | HasPCIeReplay | HasECC | HasRemap | HasProcesses |
+		HasFBReserved | HasEncDec | HasPowerLimit
 	if s.Has != all {
 		t.Fatalf("Has = %b, want %b", s.Has, all)
 	}
-	if s.GPUUtil != 87 || s.MemCopyUtil != 41 || s.FBUsedMiB != 3072 || s.FBFreeMiB != 81920-3072 ||
+	if s.GPUUtil != 87 || s.MemCopyUtil != 41 || s.FBUsedMiB != 3072 || s.FBFreeMiB != 81920-512-3072 || s.FBReservedMiB != 512 || s.Minor != 2 || s.DecUtil != 2 || s.PowerLimitW != 700 ||
 		s.PowerW != 102 || s.TempC != 32 || s.SMClockMHz != 1980 || s.MemClockMHz != 2619 || s.PCIeReplays != 2 ||
 		s.EnergyMJ != 5000002 || s.ECCCorrected != 2 || s.UUID != m.GPUs[2].UUID || s.PCIBusID != "00000000:3A:00.0" {
 		t.Fatalf("sample %+v", s)
@@ -182,6 +183,50 @@ func TestSample_Mock(t *testing.T) {
 	}
 	if !strings.HasPrefix(s.Name, "NVIDIA H100") {
 		t.Fatalf("name %q", s.Name)
+	}
+	d := s.DCGM()
+	for k, want := range map[string]float64{"DCGM_FI_DEV_GPU_UTIL": 87, "DCGM_FI_DEV_MEM_COPY_UTIL": 41, "DCGM_FI_DEV_FB_USED": 3072,
+		"DCGM_FI_DEV_FB_RESERVED": 512, "DCGM_FI_DEV_POWER_USAGE": 102, "DCGM_FI_DEV_GPU_TEMP": 32, "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
+		"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 5000002, "DCGM_FI_DEV_POWER_MGMT_LIMIT": 700} {
+		if d[k] != want {
+			t.Errorf("%s = %v, want %v", k, d[k], want)
+		}
+	}
+	if _, ok := d["DCGM_FI_DEV_XID_ERRORS"]; ok {
+		t.Error("no XID seen yet, but DCGM_FI_DEV_XID_ERRORS is set")
+	}
+}
+
+// TestSample_LastXID: the last XID Watch saw (application ones included,
+// as dcgm-exporter) is exported as DCGM_FI_DEV_XID_ERRORS.
+func TestSample_LastXID(t *testing.T) {
+	m := gpumock.NewDGXH100(gpumock.Options{})
+	p := openMock(t, m, fastWatch)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := p.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSync(t, ch)
+	m.InjectXID(6, 79)
+	m.InjectXID(6, 13) // application XID: no fault, but the last XID
+	m.InjectXID(0, 48)
+	if e := nextEvent(t, ch); e.Index != 6 {
+		t.Fatalf("event %+v", e)
+	}
+	if e := nextEvent(t, ch); e.Index != 0 { // XID 13 was seen before this one
+		t.Fatalf("event %+v", e)
+	}
+	ss, err := p.Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := ss[6].DCGM()["DCGM_FI_DEV_XID_ERRORS"]; !ok || v != 13 {
+		t.Fatalf("GPU 6 XID %v %v, want 13", v, ok)
+	}
+	if _, ok := ss[1].DCGM()["DCGM_FI_DEV_XID_ERRORS"]; ok {
+		t.Fatal("GPU 1 saw no XID")
 	}
 }
 

@@ -229,6 +229,19 @@ func (g *GPU) setFuncs(i, n int, sockCPUs []int, o Options) {
 		}
 		return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
 	}
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		total, reserved := d.Config.MemoryMB<<20, uint64(512)<<20
+		var used uint64
+		for _, p := range g.procs {
+			used += p.UsedGpuMemory
+		}
+		return nvml.Memory_v2{Total: total, Reserved: reserved, Used: used, Free: total - reserved - used}, nvml.SUCCESS
+	}
+	d.GetEncoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, nvml.SUCCESS }
+	d.GetDecoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return uint32(i), 167000, nvml.SUCCESS }
+	d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS }        // H100 SXM5: 700 W
 	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return uint32(100000 + 1000*i), nvml.SUCCESS } // mW
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return uint64(5000000 + i), nvml.SUCCESS }
 	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(30 + i), nvml.SUCCESS }
