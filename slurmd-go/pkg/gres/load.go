@@ -77,6 +77,11 @@ func Load(ctx context.Context, o Options) (*Node, error) {
 	if len(ctxs) == 0 {
 		return n, nil
 	}
+	// slurmd reads the node's Gres= (gres_init_node_config) before gres.conf.
+	slurmGres, err := parseNodeGres(o.NodeGres, ctxs, o.NodeName, n)
+	if err != nil {
+		return n, err
+	}
 	var recs []*rec
 	if _, err := os.Stat(o.ConfPath); err != nil {
 		n.Messages = append(n.Messages, Message{"info", fmt.Sprintf("Can not stat gres.conf file (%s), using slurm.conf data", o.ConfPath)})
@@ -89,10 +94,6 @@ func Load(ctx context.Context, o Options) (*Node, error) {
 		}
 		recs = p.recs
 		n.AutoDetect = p.autodetect
-	}
-	slurmGres, err := parseNodeGres(o.NodeGres, ctxs)
-	if err != nil {
-		return n, err
 	}
 	for _, c := range ctxs {
 		if err := validateConf(recs, c); err != nil {
@@ -201,8 +202,8 @@ type slurmGres struct {
 }
 
 // parseNodeGres reads "gpu:a100:2,gpu:1(S:0),shard:8" into one slurmGres
-// per GresTypes name (others are ignored, as slurmd filters them).
-func parseNodeGres(s string, ctxs []gresContext) ([]*slurmGres, error) {
+// per GresTypes name (others are logged and dropped, as slurmd filters them).
+func parseNodeGres(s string, ctxs []gresContext, nodeName string, node *Node) ([]*slurmGres, error) {
 	// gres_init_node_config gives every GresTypes name a state, count 0
 	// when Gres= lacks it.
 	var out []*slurmGres
@@ -223,6 +224,7 @@ func parseNodeGres(s string, ctxs []gresContext) ([]*slurmGres, error) {
 		return g
 	}
 	for _, tok := range splitGres(s) {
+		full := tok
 		if i := strings.IndexByte(tok, '('); i >= 0 {
 			tok = tok[:i]
 		}
@@ -235,6 +237,8 @@ func parseNodeGres(s string, ctxs []gresContext) ([]*slurmGres, error) {
 			}
 		}
 		if !known {
+			// gres_name_filter: a name GresTypes lacks is dropped.
+			node.Messages = append(node.Messages, Message{"error", fmt.Sprintf("Invalid GRES configured on node %s: %s", nodeName, full)})
 			continue
 		}
 		typ, cnt := "", uint64(1)

@@ -71,6 +71,10 @@ func mergeSystem(n *Node, conf []*rec, sys []*rec) []*rec {
 			if c.flags&cfEnvDef == 0 {
 				s.flags = s.flags&^cfEnvSet | c.flags&cfEnvSet
 			}
+			if n.version >= v2605 {
+				// 26.05 keeps the modifiers written in gres.conf.
+				s.flags |= c.flags & (cfExplicit | cfUUID)
+			}
 			used[match] = true
 			gpus = append(gpus, s)
 			continue
