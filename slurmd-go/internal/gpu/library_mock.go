@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu/gpumock"
 )
@@ -27,7 +28,13 @@ const MockControlEnv = "SLURMD_GO_NVMLMOCK_CTL"
 // newLibrary, in the nvmlmock build only, is go-nvml's dgxh100 mock: 8 x
 // H100 80GB HBM3, their CPU affinity split over the host's online CPUs.
 func newLibrary(o Options) nvml.Interface {
-	log := o.withDefaults().Logger.Named("gpu.nvmlmock")
+	// Said on stderr (the daemon's .out) unless a logger is given: nobody
+	// should mistake this binary for the production one.
+	log := o.Logger
+	if log == nil {
+		log = hclog.New(&hclog.LoggerOptions{Output: os.Stderr})
+	}
+	log = log.Named("gpu.nvmlmock")
 	mo := gpumock.Options{}
 	if cpus, err := onlineCPUs(o.SysRoot + "/sys/devices/system/cpu"); err == nil && len(cpus) > 0 {
 		half := (len(cpus) + 1) / 2
@@ -41,10 +48,7 @@ func newLibrary(o Options) nvml.Interface {
 	return m
 }
 
-func mockControl(m *gpumock.Machine, path string, log interface {
-	Info(string, ...interface{})
-	Warn(string, ...interface{})
-}) {
+func mockControl(m *gpumock.Machine, path string, log hclog.Logger) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil && !os.IsExist(err) {
 		log.Warn("mock control FIFO", "path", path, "error", err)
 		return
