@@ -56,7 +56,7 @@ chroots: ## build (once) and mount the Slurm 24.11 chroot the 24.11 bench runs i
 unit: ## unit tests, race detector on
 	$(GO) test -race -count=1 $(PKGS)
 
-integration: build ## real-cluster tests: slurmctld + slurmd-go nodes of each release in INTEGRATION_RUNS; logs in bin/logs/integration-RELEASE-AUTH.log
+integration: build nvmlmock ## real-cluster tests: slurmctld + slurmd-go nodes of each release in INTEGRATION_RUNS; logs in bin/logs/integration-RELEASE-AUTH.log
 	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/integration.sh go $(INTEGRATION_RUNS)
 
 integration-stock: ## the same real-cluster runs against each release's stock slurmd, the reference; logs in bin/logs/integration-stock-RELEASE-AUTH.log

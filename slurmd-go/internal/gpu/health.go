@@ -225,3 +225,17 @@ func (h *Health) persist(reason string) error {
 	}
 	return nil
 }
+
+// RunHealth watches w and applies the drain policy until ctx ends (the
+// daemon's one call: a Null provider's stream just ends with ctx).
+func RunHealth(ctx context.Context, w Watcher, cfg HealthConfig) error {
+	h, err := NewHealth(cfg)
+	if err != nil {
+		return err
+	}
+	ch, err := w.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("gpu: health: %w", err)
+	}
+	return h.Run(ctx, ch)
+}

@@ -5,8 +5,6 @@ package gpu
 import (
 	"bufio"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -61,40 +59,8 @@ func mockControl(m *gpumock.Machine, path string, log hclog.Logger) {
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
-			if len(fs) < 3 {
-				continue
-			}
-			i, err := strconv.Atoi(fs[1])
-			if err != nil || i < 0 || i >= len(m.GPUs) {
-				log.Warn("mock control: bad GPU", "line", sc.Text())
-				continue
-			}
-			n, _ := strconv.ParseUint(fs[2], 10, 64)
-			switch fs[0] {
-			case "xid":
-				m.InjectXID(i, n)
-			case "remap":
-				m.GPUs[i].SetRemap(0, n != 0)
-			case "fabric":
-				m.GPUs[i].SetFabric(uint8(n), 0)
-			case "util":
-				mem := uint64(0)
-				if len(fs) > 3 {
-					mem, _ = strconv.ParseUint(fs[3], 10, 32)
-				}
-				m.GPUs[i].SetUtil(uint32(n), uint32(mem))
-			case "procs":
-				var ps []nvml.ProcessInfo
-				for _, p := range strings.Split(fs[2], ",") {
-					pid, mib, _ := strings.Cut(p, ":")
-					a, _ := strconv.ParseUint(pid, 10, 32)
-					b, _ := strconv.ParseUint(mib, 10, 64)
-					ps = append(ps, nvml.ProcessInfo{Pid: uint32(a), UsedGpuMemory: b << 20, GpuInstanceId: NoInstance, ComputeInstanceId: NoInstance})
-				}
-				m.GPUs[i].SetProcesses(ps...)
-			default:
-				log.Warn("mock control: unknown command", "line", sc.Text())
+			if err := m.Command(sc.Text()); err != nil {
+				log.Warn("mock control", "error", err)
 				continue
 			}
 			log.Info("mock control", "command", sc.Text())

@@ -5,6 +5,7 @@ package gpumock
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -425,3 +426,81 @@ func (m *Machine) MIGMinors() string {
 }
 
 var _ nvml.Interface = (*Machine)(nil)
+
+// Command applies one control line (the nvmlmock build reads them from a
+// FIFO, see gpu.MockControlEnv):
+//
+//	xid <gpu> <code> | remap <gpu> 0|1 | fabric <gpu> <state> |
+//	util <gpu> <gpu%> <mem%> | procs <gpu> <pid>:<MiB>,...
+func (m *Machine) Command(line string) error {
+	fs := strings.Fields(line)
+	if len(fs) < 3 {
+		return fmt.Errorf("gpumock: %q: want <command> <gpu> <value>", line)
+	}
+	i, err := strconv.Atoi(fs[1])
+	if err != nil || i < 0 || i >= len(m.GPUs) {
+		return fmt.Errorf("gpumock: %q: no GPU %q", line, fs[1])
+	}
+	num := func(s string, bits int) (uint64, error) {
+		v, err := strconv.ParseUint(s, 10, bits)
+		if err != nil {
+			return 0, fmt.Errorf("gpumock: %q: bad number %q", line, s)
+		}
+		return v, nil
+	}
+	g := m.GPUs[i]
+	switch fs[0] {
+	case "xid":
+		n, err := num(fs[2], 64)
+		if err != nil {
+			return err
+		}
+		m.InjectXID(i, n)
+	case "remap":
+		n, err := num(fs[2], 1)
+		if err != nil {
+			return err
+		}
+		g.SetRemap(0, n == 1)
+	case "fabric":
+		n, err := num(fs[2], 8)
+		if err != nil {
+			return err
+		}
+		g.SetFabric(uint8(n), 0)
+	case "util":
+		if len(fs) != 4 {
+			return fmt.Errorf("gpumock: %q: want util <gpu> <gpu%%> <mem%%>", line)
+		}
+		a, err := num(fs[2], 32)
+		if err != nil {
+			return err
+		}
+		b, err := num(fs[3], 32)
+		if err != nil {
+			return err
+		}
+		g.SetUtil(uint32(a), uint32(b))
+	case "procs":
+		var ps []nvml.ProcessInfo
+		for _, p := range strings.Split(fs[2], ",") {
+			pid, mib, ok := strings.Cut(p, ":")
+			if !ok {
+				return fmt.Errorf("gpumock: %q: want <pid>:<MiB>", line)
+			}
+			a, err := num(pid, 32)
+			if err != nil {
+				return err
+			}
+			b, err := num(mib, 32)
+			if err != nil {
+				return err
+			}
+			ps = append(ps, nvml.ProcessInfo{Pid: uint32(a), UsedGpuMemory: b << 20, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF})
+		}
+		g.SetProcesses(ps...)
+	default:
+		return fmt.Errorf("gpumock: %q: unknown command", line)
+	}
+	return nil
+}
