@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/gres"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
@@ -32,8 +33,9 @@ type gresState struct {
 }
 
 // newGPUDetector makes the AutoDetect= detector of a daemon and of -G:
-// none until internal/gpu provides one (the seam it replaces).
-var newGPUDetector = func() gres.Detector { return gres.NullDetector{} }
+// internal/gpu over NVML, opened at the first AutoDetect=nvml (on a node
+// without the library, gres.ErrNoLibrary says why).
+var newGPUDetector = func() gres.Detector { return gpu.NewLazy(gpu.Options{}) }
 
 // SetGPUDetector installs the AutoDetect= detector (internal/gpu); call
 // before the daemon runs.
@@ -54,6 +56,9 @@ func gresOptions(cfg *config.Config, cpus uint16, v uint16, det gres.Detector) g
 	n := uint32(cpus)
 	if cfg.Node != nil && uint32(cfg.Node.CPUs) > n {
 		n = uint32(cfg.Node.CPUs) // MAX(conf_cpus, block_map_size)
+	}
+	if r, ok := det.(interface{ WithRelease(uint16) gres.Detector }); ok {
+		det = r.WithRelease(v) // the gpu plugin of release v names the GPUs
 	}
 	o := gres.Options{ConfPath: gresConfPath(cfg), NodeName: cfg.NodeName, CPUs: n, Version: v,
 		GresTypes: cfg.Conf.GresTypes, Detector: det}
