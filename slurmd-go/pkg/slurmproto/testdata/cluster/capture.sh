@@ -668,7 +668,7 @@ gres() {
   NODE_GRES=
   printf 'Name=gpu File=%s/dev/gpu[0-3]\nName=shard Count=8 File=%s/dev/gpu[0-3]\n' "$D" "$D" >"$D/gres.conf"
   PIDS=()
-  local probe="env | sort > \$W/\$N.\${SLURM_PROCID:-b}.env; for f in $D/dev/gpu*; do if : < \$f 2>/dev/null; then echo \$f ok; else echo \$f denied; fi; done > \$W/\$N.\${SLURM_PROCID:-b}.dev"
+  local probe="env | sort > \$W/\$N.\${SLURM_PROCID:-b}.env; for f in $D/dev/gpu*; do if true < \$f 2>/dev/null; then echo \$f ok; else echo \$f denied; fi; done > \$W/\$N.\${SLURM_PROCID:-b}.dev"
   printf '#!/bin/sh\n%s\n' "$probe" >"$D/probe.sh"
   chmod 0755 "$D/probe.sh"
   if [ "$rel" = 22.05 ]; then
