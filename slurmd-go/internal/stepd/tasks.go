@@ -162,7 +162,9 @@ func (s *Step) runTasks() {
 	defer s.reaper.Stop()
 
 	s.makeCgroup()
-	s.confineDevices(false)
+	// task_cgroup_devices: the interactive step, as a batch step, is
+	// confined at the job level only.
+	s.confineDevices(s.id.StepID == slurmproto.StepIDInteractive)
 	rc, exits := s.forkTasks()
 	s.sendLaunchResponse(rc)
 	from := "STARTING"
@@ -360,7 +362,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 				return slurmproto.ESlurmdExecveFailed, nil
 			}
 		}
-		if err := s.addTaskDevices(int(t.ltid), pid, false); err != nil {
+		if err := s.addTaskDevices(int(t.ltid), pid, s.id.StepID == slurmproto.StepIDInteractive); err != nil {
 			// task/cgroup's failure stops the launch.
 			s.log.Error("task device cgroup", "task", t.gtid, "error", err)
 			cfgW.Close()
