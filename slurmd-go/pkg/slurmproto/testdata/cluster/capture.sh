@@ -698,6 +698,37 @@ gres() {
   stop_all
   trap - EXIT
   cut_frames
+  gres_select
+}
+
+# gres_select: $D/golden = what testdata/gres/<rel>-<cg|nocg>/ holds: the
+# launches n1 received in job order (batch launch, inner srun, per-task,
+# shard, map_gpu) with their credentials' signed bytes, gres.conf,
+# scontrol show node, and under stock/ each task's GRES variables and device
+# opens.
+gres_select() {
+  local G=$D/golden f i name
+  rm -rf "$G"
+  mkdir -p "$G/stock"
+  f=$(ls "$D"/out/ctld-send-REQUEST_BATCH_JOB_LAUNCH-v*-1.bin)
+  name=batch_job_launch_$(sed 's/.*-v\([0-9a-f]*\)-1.bin/v\1/' <<<"$f")
+  cp "$f" "$G/$name.bin"
+  [ -e "${f%.bin}.cred-payload.bin" ] && cp "${f%.bin}.cred-payload.bin" "$G/batch_job_launch_cred_payload.bin"
+  i=1
+  for name in inner pertask shard mapgpu; do
+    f=$(ls "$D"/out/n1-recv-REQUEST_LAUNCH_TASKS-v*-$i.bin)
+    cp "$f" "$G/launch_tasks_${name}_$(sed 's/.*-v\([0-9a-f]*\)-[0-9]*.bin/v\1/' <<<"$f").bin"
+    [ -e "${f%.bin}.cred-payload.bin" ] && cp "${f%.bin}.cred-payload.bin" "$G/launch_tasks_${name}_cred_payload.bin"
+    i=$((i + 1))
+  done
+  cp "$D/gres.conf" "$D/node.txt" "$G/"
+  for f in "$D"/work-user/*.env; do
+    name=$(basename "$f" .env)
+    name=${name/.b/.0}
+    grep -E '^(CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK|GPU_DEVICE_ORDINAL|SLURM_JOB_GPUS|SLURM_STEP_GPUS|SLURM_GPUS_ON_NODE|SLURM_SHARDS_ON_NODE)=' "$f" | sort >"$G/stock/$name.env" || true
+    cp "${f%.env}.dev" "$G/stock/$name.dev"
+  done
+  ls -l "$G" "$G/stock" >&2
 }
 
 # The whole command line is parsed before it runs: editing this file while a
