@@ -28,7 +28,9 @@
 # auth/slurm's SACK sockets sit at those fixed paths, and other clusters in
 # the same chroot must not see ours (nor we theirs). The munge sessions use
 # a munged of their own (throw-away key, socket under /tmp/golden-munge),
-# named in slurm.conf by AuthInfo=socket=.
+# named in slurm.conf by AuthInfo=socket=. The munged outlives the run: it
+# is started with fds 3 and 9 closed so that it cannot keep a lock the run
+# was started under (run it as `flock -o /tmp/tiee-cluster.lock capture.sh ...`).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../../../../.." && pwd)
@@ -65,7 +67,7 @@ ensure_munged() {
   chown munge:munge $MUNGE_DIR $MUNGE_DIR/munge.key
   chmod 0400 $MUNGE_DIR/munge.key
   runuser -u munge -- /usr/sbin/munged --socket=$MUNGE_SOCK --key-file=$MUNGE_DIR/munge.key \
-    --pid-file=$MUNGE_DIR/munged.pid --log-file=$MUNGE_DIR/munged.log --seed-file=$MUNGE_DIR/munged.seed
+    --pid-file=$MUNGE_DIR/munged.pid --log-file=$MUNGE_DIR/munged.log --seed-file=$MUNGE_DIR/munged.seed 3>&- 9>&-
   wait_for "munged" 10 sh -c "munge -S $MUNGE_SOCK -n | unmunge -S $MUNGE_SOCK"
 }
 
