@@ -435,6 +435,7 @@ func TestServer_AddressInUse(t *testing.T) {
 func TestResolveAddr(t *testing.T) {
 	for _, c := range []struct{ in, want, err string }{
 		{"", "", ""},
+		{"on", "127.0.0.1:9818", ""},
 		{"9818", "127.0.0.1:9818", ""},
 		{"28123", "127.0.0.1:28123", ""},
 		{"0.0.0.0", "0.0.0.0:9818", ""},

@@ -24,9 +24,6 @@ const DefaultPort = 9818
 // so that nothing is exposed unless the admin names an address.
 var DefaultAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
 
-// AddrEnv enables the server like --metrics-addr (the flag wins).
-const AddrEnv = "TIEE_METRICS_ADDR"
-
 // Named timeouts of the HTTP server.
 const (
 	// ReadHeaderTimeout bounds a client's request headers (slowloris).
@@ -37,14 +34,17 @@ const (
 	IdleTimeout = 2 * time.Minute
 )
 
-// ResolveAddr turns a --metrics-addr value into host:port. A bare port
-// ("9818") and a bare host ("0.0.0.0") are completed with loopback and
-// DefaultPort; ":9818" means every interface, as for net.Listen. "" is
-// off and stays "".
+// ResolveAddr turns a --metrics-addr value into host:port: "on" is
+// DefaultAddr; a bare port ("9818") listens on loopback; a bare host
+// ("0.0.0.0") on DefaultPort; ":9818" on every interface, as for
+// net.Listen. "" is off and stays "".
 func ResolveAddr(s string) (string, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
+	switch s {
+	case "":
 		return "", nil
+	case "on":
+		return DefaultAddr, nil
 	}
 	if p, err := strconv.Atoi(s); err == nil {
 		if p <= 0 || p > 65535 {

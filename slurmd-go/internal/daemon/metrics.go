@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/metrics"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
+)
+
+// newMetrics builds the telemetry when --metrics-addr (or
+// TIEE_METRICS_ADDR) asks for it, and hooks it to the dispatcher; nil when
+// off. Before the RPC server starts: the dispatcher's Observer is read by
+// its workers.
+func (d *Daemon) newMetrics(cfg *config.Config, srv rpcserver.Listener) (*metrics.Metrics, string, error) {
+	addr, err := metrics.ResolveAddr(cfg.Flags.MetricsAddr)
+	if err != nil || addr == "" {
+		return nil, "", err
+	}
+	m, err := metrics.New(metrics.Options{
+		Hostname: cfg.Hostname,
+		Steps:    d.jobs,
+		Conns:    connStats{srv},
+		Logger:   d.log,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	d.disp.Observer = m.RPC
+	return m, addr, nil
+}
+
+// startMetrics serves m on addr and samples until ctx ends.
+func (d *Daemon) startMetrics(ctx context.Context, m *metrics.Metrics, addr string) (*metrics.Server, error) {
+	s := metrics.NewServer(addr, m.Registry, d.log)
+	if err := s.Start(); err != nil {
+		return nil, fmt.Errorf("daemon: unable to serve metrics: %w", err)
+	}
+	go m.Run(ctx)
+	return s, nil
+}
+
+// connStats adapts the RPC server's counters.
+type connStats struct{ l rpcserver.Listener }
+
+func (c connStats) ConnStats() metrics.ConnStats {
+	s := c.l.Stats()
+	return metrics.ConnStats{
+		Open: s.Open, InFlight: s.InFlight, Queued: s.Queued, Accepted: s.Accepted, Refused: s.Refused,
+		Frames: s.Frames, Rejected: s.Rejected, Oversize: s.Oversize, Timeouts: s.Timeouts, Panics: s.Panics,
+	}
+}
