@@ -91,6 +91,7 @@ type Metrics struct {
 	liveSteps  []slurmproto.StepID // the last step scan (nil before it)
 	stepsKnown bool                // a step scan happened
 	lastTick   time.Time
+	lastXID    map[int]uint64 // by GPU index: the last XID reported (ObserveXID)
 }
 
 // account is one job's GPU accounting.
@@ -279,9 +280,35 @@ func (m *Metrics) evictOne() bool {
 	return true
 }
 
-// lastSample is the last GPU sample and its holders; any goroutine.
+// ObserveXID records an XID event of the GPU of NVML index index: the
+// value of its DCGM_FI_DEV_XID_ERRORS from now on, unless its sampler
+// reads one itself. The GPU health watch calls it. Any goroutine.
+func (m *Metrics) ObserveXID(index int, xid uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lastXID == nil {
+		m.lastXID = make(map[int]uint64)
+	}
+	m.lastXID[index] = xid
+}
+
+// lastSample is the last GPU sample and its holders, each GPU's XID
+// filled in as dcgm-exporter reports it (0: none since the start) where
+// the sampler gave none; any goroutine.
 func (m *Metrics) lastSample() ([]GPU, map[int][]Holder) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.gpus, m.held
+	out := make([]GPU, len(m.gpus))
+	for i, g := range m.gpus {
+		if _, ok := g.Values[XIDErrors]; !ok {
+			v := make(map[Field]float64, len(g.Values)+1)
+			for f, x := range g.Values {
+				v[f] = x
+			}
+			v[XIDErrors] = float64(m.lastXID[g.Index])
+			g.Values = v
+		}
+		out[i] = g
+	}
+	return out, m.held
 }

@@ -459,3 +459,23 @@ func TestResolveAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestMetrics_XID: a GPU's DCGM_FI_DEV_XID_ERRORS is 0 until an XID is
+// reported for it, then that XID, as dcgm-exporter reports it.
+func TestMetrics_XID(t *testing.T) {
+	a, b := h100(0, 0, 10), h100(1, 1, 10)
+	delete(a.Values, XIDErrors)
+	delete(b.Values, XIDErrors)
+	m, _ := newTest(t, Options{Sampler: &fakeSampler{gpus: []GPU{a, b}}})
+	m.Tick(context.Background())
+	if v := one(t, m.Registry, "DCGM_FI_DEV_XID_ERRORS", map[string]string{"gpu": "1"}); v != 0 {
+		t.Fatalf("XID %v before any event", v)
+	}
+	m.ObserveXID(1, 79)
+	if v := one(t, m.Registry, "DCGM_FI_DEV_XID_ERRORS", map[string]string{"gpu": "1"}); v != 79 {
+		t.Fatalf("XID %v, want 79", v)
+	}
+	if v := one(t, m.Registry, "DCGM_FI_DEV_XID_ERRORS", map[string]string{"gpu": "0"}); v != 0 {
+		t.Fatalf("GPU 0 XID %v, want 0", v)
+	}
+}
