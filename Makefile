@@ -6,6 +6,9 @@ STEPD := bin/slurmstepd-go
 # The OpenPMIx server helper of srun --mpi=pmix steps (slurmd-go/pmixhelper), C
 # against Debian's libpmix-dev; the step manager finds it beside itself.
 PMIX_HELPER := bin/slurmd-go-pmix
+# slurmd-go with go-nvml's 8 x H100 mock as its NVML (-tags nvmlmock): real-cluster
+# GPU tests on GPU-less hosts only, never deployed (slurmd-go/internal/gpu/doc.go).
+NVMLMOCK := bin/slurmd-go-nvmlmock
 CC ?= cc
 PKGS := ./...
 FUZZTIME ?= 10s
@@ -18,7 +21,7 @@ INTEGRATION_RUNS ?= 22.05/munge/all 24.11/munge/all 26.05/munge/subset 26.05/slu
 
 BENCH_BIN := bin/bench
 
-.PHONY: help build deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke
+.PHONY: help build nvmlmock gpu-kit deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -33,6 +36,15 @@ build: ## build bin/slurmd-go, its step manager bin/slurmstepd-go and (with libp
 		echo "make build: libpmix-dev is not installed (scripts/install-deps.sh): $(PMIX_HELPER) not built, srun --mpi=pmix steps will fail"; \
 	fi
 
+nvmlmock: ## build bin/slurmd-go-nvmlmock: slurmd-go whose NVML is go-nvml's dgxh100 mock (8 x H100), for GPU tests on GPU-less hosts; never deploy it
+	$(GO) build -tags nvmlmock -o $(NVMLMOCK) ./slurmd-go/cmd/slurmd
+
+gpu-kit: build ## build bin/gpukit for bench/gpu/device-check.sh (run on a GPU machine, nothing built there): slurmd-go, the real-NVML test, cudaload
+	mkdir -p bin/gpukit
+	cp $(BIN) $(STEPD) bin/gpukit/
+	$(GO) test -c -tags nvmlreal -o bin/gpukit/gpu-real.test ./slurmd-go/internal/gpu/
+	$(CC) -O2 -Wall -Wextra -Werror -o bin/gpukit/cudaload bench/gpu/cudaload.c -ldl
+
 deps: ## install the Debian packages (slurmctld, slurmd, slurm-client, munge, libmunge-dev, ...), start munged, build and mount the 24.11 and 26.05 chroots
 	scripts/install-deps.sh
 	scripts/ensure-munged.sh
@@ -44,7 +56,7 @@ chroots: ## build (once) and mount the Slurm 24.11 chroot the 24.11 bench runs i
 unit: ## unit tests, race detector on
 	$(GO) test -race -count=1 $(PKGS)
 
-integration: build ## real-cluster tests: slurmctld + slurmd-go nodes of each release in INTEGRATION_RUNS; logs in bin/logs/integration-RELEASE-AUTH.log
+integration: build nvmlmock ## real-cluster tests: slurmctld + slurmd-go nodes of each release in INTEGRATION_RUNS; logs in bin/logs/integration-RELEASE-AUTH.log
 	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/integration.sh go $(INTEGRATION_RUNS)
 
 integration-stock: ## the same real-cluster runs against each release's stock slurmd, the reference; logs in bin/logs/integration-stock-RELEASE-AUTH.log

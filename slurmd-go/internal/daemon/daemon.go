@@ -117,6 +117,8 @@ type Daemon struct {
 
 	debugMu sync.Mutex
 	debug   debugOverride // guarded by debugMu
+
+	gres gresState // the node's GRES (gres.go)
 }
 
 // Main runs the daemon for the command line flags and returns the exit code.
@@ -139,6 +141,9 @@ func Main(ctx context.Context, f config.Flags) int {
 	}
 	if f.PrintConfig {
 		return printConfig(cfg)
+	}
+	if f.PrintGres {
+		return printGres(os.Stderr, cfg, newGPUDetector())
 	}
 	if _, err := metrics.ResolveAddr(f.MetricsAddr); err != nil {
 		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: --metrics-addr: %v\n", err)
@@ -179,6 +184,7 @@ func newDaemon(cfg *config.Config) (*Daemon, error) {
 		reconfig:    make(chan struct{}, 1),
 		debug:       debugOverride{level: -1},
 	}
+	d.gres.detector = newGPUDetector()
 	d.cfg.Store(cfg)
 	d.started.Store(time.Now().UnixNano())
 	d.wantResp.Store(true)
@@ -403,6 +409,11 @@ func (d *Daemon) run(parent context.Context) error {
 		return err
 	}
 	cfg = d.config()
+	// As stock: GRES are loaded before the first registration, and a
+	// gres.conf it cannot use stops the daemon.
+	if _, err := d.loadGres(ctx, d.gresRelease()); err != nil {
+		return err
+	}
 	stepd, err := stepdPath()
 	if err != nil {
 		return err

@@ -251,7 +251,7 @@ func (d *Daemon) registrationMsg(v uint16) *slurmproto.NodeRegistrationStatus {
 		HashVal:         cfg.Conf.Hash,
 		CPULoad:         load.CPULoad,
 		FreeMem:         load.FreeMem,
-		GresInfo:        []byte{byte(v >> 8), byte(v), 0x00, 0x00}, // version, zero GRES records
+		GresInfo:        d.gresInfo(v),
 		Version:         versionString(v),
 	}
 	m.Status = d.regStatus.Swap(0)

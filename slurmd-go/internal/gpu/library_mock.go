@@ -1,0 +1,70 @@
+//go:build linux && cgo && nvmlmock
+
+package gpu
+
+import (
+	"bufio"
+	"os"
+	"syscall"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu/gpumock"
+)
+
+// MockControlEnv names a FIFO the nvmlmock build reads commands from, one
+// per line, so that real-cluster tests can make the mock GPUs fail:
+//
+//	xid <gpu> <code>          an XID critical error event
+//	remap <gpu> <0|1>         row-remap failure off/on
+//	fabric <gpu> <state>      fabric state (GPU_FABRIC_STATE_*)
+//	util <gpu> <gpu%> <mem%>  utilisation rates
+//	procs <gpu> <pid>:<MiB>,...  compute processes
+const MockControlEnv = "SLURMD_GO_NVMLMOCK_CTL"
+
+// newLibrary, in the nvmlmock build only, is go-nvml's dgxh100 mock: 8 x
+// H100 80GB HBM3, their CPU affinity split over the host's online CPUs.
+func newLibrary(o Options) nvml.Interface {
+	// Said on stderr (the daemon's .out) unless a logger is given: nobody
+	// should mistake this binary for the production one.
+	log := o.Logger
+	if log == nil {
+		log = hclog.New(&hclog.LoggerOptions{Output: os.Stderr})
+	}
+	log = log.Named("gpu.nvmlmock")
+	mo := gpumock.Options{}
+	if cpus, err := onlineCPUs(o.SysRoot + "/sys/devices/system/cpu"); err == nil && len(cpus) > 0 {
+		half := (len(cpus) + 1) / 2
+		mo.SocketCPUs = [][]int{cpus[:half], cpus[len(cpus)-half:]}
+	}
+	m := gpumock.NewDGXH100(mo)
+	log.Warn("NVML is a mock: 8 x H100 from go-nvml's dgxh100 (nvmlmock build, not for production)")
+	if p := os.Getenv(MockControlEnv); p != "" {
+		go mockControl(m, p, log)
+	}
+	return m
+}
+
+func mockControl(m *gpumock.Machine, path string, log hclog.Logger) {
+	if err := syscall.Mkfifo(path, 0o600); err != nil && !os.IsExist(err) {
+		log.Warn("mock control FIFO", "path", path, "error", err)
+		return
+	}
+	for {
+		f, err := os.Open(path) // blocks until a writer opens it
+		if err != nil {
+			log.Warn("mock control FIFO", "path", path, "error", err)
+			return
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if err := m.Command(sc.Text()); err != nil {
+				log.Warn("mock control", "error", err)
+				continue
+			}
+			log.Info("mock control", "command", sc.Text())
+		}
+		f.Close()
+	}
+}
