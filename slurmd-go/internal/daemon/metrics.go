@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/metrics"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 )
@@ -18,8 +19,15 @@ func (d *Daemon) newMetrics(cfg *config.Config, srv rpcserver.Listener) (*metric
 	if err != nil || addr == "" {
 		return nil, "", err
 	}
+	var sampler metrics.Sampler
+	if l, ok := d.gres.detector.(interface{ Provider() gpu.Provider }); ok {
+		// The GRES detector's provider: NVML is opened once for both, at
+		// the first sample (the Null provider on a node without it).
+		sampler = gpuSampler{provider: l.Provider}
+	}
 	m, err := metrics.New(metrics.Options{
 		Hostname: cfg.Hostname,
+		Sampler:  sampler,
 		Steps:    d.jobs,
 		Conns:    connStats{srv},
 		Logger:   d.log,
@@ -50,4 +58,25 @@ func (c connStats) ConnStats() metrics.ConnStats {
 		Open: s.Open, InFlight: s.InFlight, Queued: s.Queued, Accepted: s.Accepted, Refused: s.Refused,
 		Frames: s.Frames, Rejected: s.Rejected, Oversize: s.Oversize, Timeouts: s.Timeouts, Panics: s.Panics,
 	}
+}
+
+// gpuSampler reads the GPUs for the metrics through internal/gpu.
+type gpuSampler struct{ provider func() gpu.Provider }
+
+// Sample implements metrics.Sampler.
+func (s gpuSampler) Sample(ctx context.Context) ([]metrics.GPU, error) {
+	ss, err := s.provider().Sample(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: GPU sample: %w", err)
+	}
+	out := make([]metrics.GPU, 0, len(ss))
+	for _, g := range ss {
+		dcgm := g.DCGM()
+		v := make(map[metrics.Field]float64, len(dcgm))
+		for k, x := range dcgm {
+			v[metrics.Field(k)] = x
+		}
+		out = append(out, metrics.GPU{Index: g.Index, Minor: g.Minor, UUID: g.UUID, PCIBusID: g.PCIBusID, ModelName: g.Name, Values: v})
+	}
+	return out, nil
 }
