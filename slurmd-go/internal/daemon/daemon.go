@@ -425,6 +425,7 @@ func (d *Daemon) run(parent context.Context) error {
 	d.jobs = jobmgr.New(d.config, d.ctld, d.auth, func() int { return int(d.hardware().CPUs) }, stepd, d, d.log)
 	bc := d.newBcast()
 	d.jobs.SetLibDirs(bc.LibDirs)
+	d.jobs.SetGresRecords(d.gresRecords)
 	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(bcastJobs{Jobs: d.jobs, bcast: bc}, d.privileged), handlers.BcastRoutes(bc),
 		handlers.ForwardDataRoutes(fwddata.Node{NodeName: func() string { return d.config().NodeName }, Log: d.log.Named("fwddata")}))
 	d.disp = rpc.New(d.auth, routes, fwd, d.settings(cfg), d.log)

@@ -121,6 +121,16 @@ func (d *Daemon) loadGres(ctx context.Context, v uint16) (*gres.Node, error) {
 	return n, nil
 }
 
+// gresRecords are the node's GRES records that step managers bind
+// credentials to (none while gres.conf is broken).
+func (d *Daemon) gresRecords() []gres.Record {
+	n, err := d.loadGres(context.Background(), d.gresRelease())
+	if err != nil {
+		return nil
+	}
+	return n.Records
+}
+
 // gresInfo is the registration's gres_info for release v
 // (gres_node_config_pack). A gres.conf broken since the start is logged and
 // registers no GRES.

@@ -13,6 +13,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/gres"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -235,10 +236,21 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		ProctrackCgroup: c.ProctrackType == "proctrack/cgroup",
 		// Memory is capped only where stock slurmd caps it.
 		IgnoreMemoryLimit: !(strings.Contains(c.TaskPlugin, "task/cgroup") && cfg.ConstrainRAMSpace()),
+		GresTypes:         c.GresTypes,
+		GresRecords:       m.nodeGres(),
+		ConstrainDevices:  strings.Contains(c.TaskPlugin, "cgroup") && cfg.Cgroup != nil && cfg.Cgroup.ConstrainDevices,
 		ProtocolVersion:   version,
 		TRESIDs:           m.tresIDs(),
 		LaunchBody:        raw,
 	}
+}
+
+// nodeGres is the node's GRES records, none before SetGresRecords.
+func (m *Manager) nodeGres() []gres.Record {
+	if m.gresRecords == nil {
+		return nil
+	}
+	return m.gresRecords()
 }
 
 // syslogLevel is slurmstepd's syslog level from the conf slurmd passes

@@ -22,6 +22,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/stepapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/gres"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
@@ -66,6 +67,9 @@ type Manager struct {
 	// executables (SetLibDirs; nil: none).
 	libDirs func(uid, job, step uint32) []string
 	suPath  string // userenv.SuPath; a stand-in in tests
+	// gresRecords returns the node's GRES records for the step managers
+	// (SetGresRecords; nil: none).
+	gresRecords func() []gres.Record
 
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu
@@ -148,6 +152,11 @@ func (m *Manager) SetLogLevel(level int) { m.logLevel.Store(int32(level)) }
 // SetLibDirs sets where a launch finds the library directories that
 // sbcast/srun --send-libs made for its step. Call before serving.
 func (m *Manager) SetLibDirs(f func(uid, job, step uint32) []string) { m.libDirs = f }
+
+// SetGresRecords sets where launches find the node's GRES records (gres.conf
+// and autodetection) that step managers bind credentials to. Call before
+// serving.
+func (m *Manager) SetGresRecords(f func() []gres.Record) { m.gresRecords = f }
 
 // Wait blocks until background work has finished or ctx ends (daemon exit).
 func (m *Manager) Wait(ctx context.Context) {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"path/filepath"
 	"time"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/gres"
 )
 
 // SpecVersion is the version of StartSpec this package writes and the only
@@ -103,6 +105,16 @@ type StartSpec struct {
 	ProctrackCgroup bool `json:"proctrack_cgroup,omitempty"`
 	// IgnoreMemoryLimit does not enforce the credential's memory limit.
 	IgnoreMemoryLimit bool `json:"ignore_memory_limit"`
+
+	// GresTypes is slurm.conf's GresTypes, the GRES plugins stock loads.
+	GresTypes []string `json:"gres_types,omitempty"`
+	// GresRecords are the node's GRES records (gres.conf and autodetected)
+	// that the step binds its credential's GRES to (device files, env flags).
+	GresRecords []gres.Record `json:"gres_records,omitempty"`
+	// ConstrainDevices is TaskPlugin task/cgroup with cgroup.conf
+	// ConstrainDevices=yes: GRES devices are confined per job, step and
+	// task, and the device variables count a task's devices from 0.
+	ConstrainDevices bool `json:"constrain_devices,omitempty"`
 
 	// ProtocolVersion is the header version of the launch RPC.
 	ProtocolVersion uint16 `json:"protocol_version"`

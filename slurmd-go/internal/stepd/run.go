@@ -55,6 +55,7 @@ func (s *Step) run() {
 	s.killAll()
 	s.batchFinish(rc)
 	s.closeSocket()
+	s.removeDevices()
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {
 			s.log.Warn("cgroup removal", "error", err)
@@ -68,6 +69,7 @@ func (s *Step) run() {
 // which drains the node).
 func (s *Step) jobManager() uint32 {
 	s.makeCgroup()
+	s.confineDevices(true)
 
 	// set_umask: SLURM_UMASK applies to the stdio files and the job, and
 	// is removed from a batch job's environment.
@@ -136,6 +138,13 @@ func (s *Step) jobManager() uint32 {
 			s.recordExit(<-exitCh)
 			return slurmproto.ESlurmdExecveFailed
 		}
+	}
+	if err := s.addTaskDevices(0, pid, true); err != nil {
+		s.log.Error("task device cgroup", "pid", pid, "error", err)
+		cfgW.Close()
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		s.recordExit(<-exitCh)
+		return slurmproto.ESlurmdExecveFailed
 	}
 	cfg := s.taskConfig(pid, umask, nice)
 	b, _ := json.Marshal(cfg)

@@ -37,6 +37,9 @@ type Options struct {
 	RunningWait time.Duration
 	// CgroupManager picks the cgroup hierarchy (nil: cgroup.New probing).
 	CgroupManager func(root string) (cgroup.Manager, error)
+	// DeviceManager picks the device controller (nil: cgroup.NewDevices
+	// probing).
+	DeviceManager func(root string) (cgroup.DeviceManager, error)
 	// Logger overrides the log built from the spec.
 	Logger hclog.Logger
 }
@@ -67,6 +70,13 @@ func (o Options) cgroupManager(root string) (cgroup.Manager, error) {
 		return o.CgroupManager(root)
 	}
 	return cgroup.New(cgroup.Options{Root: root})
+}
+
+func (o Options) deviceManager(root string) (cgroup.DeviceManager, error) {
+	if o.DeviceManager != nil {
+		return o.DeviceManager(root)
+	}
+	return cgroup.NewDevices(cgroup.Options{Root: root})
 }
 
 // Main runs a step manager subcommand and returns the exit status.

@@ -66,6 +66,7 @@ type Step struct {
 	conns            sync.WaitGroup // open socket connections; Add under connMu
 
 	cg     cgroup.Cgroup // nil: no cgroup (tracking by session and pgid)
+	gres   *stepGres     // nil: no GRES plugin on the node (gres.go)
 	reaper *proc.Reaper
 
 	mu          sync.Mutex
@@ -154,6 +155,11 @@ func newStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, error
 		PackNodes: spec.PackNodes, Version: spec.ProtocolVersion,
 		UserEnv: spec.UserEnv,
 	})
+	// slurmstepd.c: a batch step's GRES variables are the job's.
+	s.initGres(m.Cred, "", 0)
+	if s.gres != nil {
+		s.gres.node.JobEnv(&s.env, s.gres.launch)
+	}
 	if err := s.listen(); err != nil {
 		s.removeBatchScript()
 		return nil, err

@@ -124,6 +124,16 @@ func newTaskStep(spec *stepapi.StartSpec, o Options, log hclog.Logger) (*Step, e
 	if v, ok := s.env.Get("SLURM_MPI_TYPE"); ok && v == "none" {
 		s.env.Unset("SLURM_MPI_TYPE")
 	}
+	// slurmstepd.c: an srun step's GRES variables are the step's (the
+	// interactive step's the job's); each task's are narrowed in taskEnv.
+	s.initGres(m.Cred, m.TresBind, m.AccelBindType)
+	if g := s.gres; g != nil {
+		if m.StepID.StepID == slurmproto.StepIDInteractive {
+			g.node.JobEnv(&s.env, g.launch)
+		} else {
+			g.node.StepEnv(&s.env, g.launch)
+		}
+	}
 	s.env.Overwrite("SLURM_TOPOLOGY_ADDR", spec.TopologyAddr)
 	s.env.Overwrite("SLURM_TOPOLOGY_ADDR_PATTERN", spec.TopologyPattern)
 	if err := s.listen(); err != nil {
@@ -152,6 +162,9 @@ func (s *Step) runTasks() {
 	defer s.reaper.Stop()
 
 	s.makeCgroup()
+	// task_cgroup_devices: the interactive step, as a batch step, is
+	// confined at the job level only.
+	s.confineDevices(s.id.StepID == slurmproto.StepIDInteractive)
 	rc, exits := s.forkTasks()
 	s.sendLaunchResponse(rc)
 	from := "STARTING"
@@ -207,6 +220,7 @@ func (s *Step) runTasks() {
 	}
 	s.mpiFini()
 	s.closeSocket()
+	s.removeDevices()
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {
 			s.log.Warn("cgroup removal", "error", err)
@@ -347,6 +361,13 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 				abort()
 				return slurmproto.ESlurmdExecveFailed, nil
 			}
+		}
+		if err := s.addTaskDevices(int(t.ltid), pid, s.id.StepID == slurmproto.StepIDInteractive); err != nil {
+			// task/cgroup's failure stops the launch.
+			s.log.Error("task device cgroup", "task", t.gtid, "error", err)
+			cfgW.Close()
+			abort()
+			return slurmproto.ESlurmdExecveFailed, nil
 		}
 		tc := s.stepTaskConfig(t, pid, umask, nice)
 		// mpi_g_slurmstepd_task runs last in exec_task's setup: its
@@ -497,7 +518,7 @@ func (s *Step) taskEnv(t *stepTask, pid int) []string {
 	if len(m.RespPorts) > 0 {
 		commPort = m.RespPorts[s.nodeID%len(m.RespPorts)]
 	}
-	return StepTaskEnv(s.env, StepEnvConfig{
+	env := StepTaskEnv(s.env, StepEnvConfig{
 		// slurmstepd_job.c: the extern step never gets oom_kill_step.
 		ReleaseEnv:     ReleaseEnvOf(s.spec.ProtocolVersion, m.Cred, m.OOMKillStep && m.StepID.StepID != slurmproto.StepIDExtern),
 		ConfFile:       s.spec.ConfFile,
@@ -519,6 +540,14 @@ func (s *Step) taskEnv(t *stepTask, pid int) []string {
 		TresBind:       slurmproto.CString(m.TresBind),
 		TresFreq:       slurmproto.CString(m.TresFreq),
 	})
+	// task.c exec_task: an srun step with a binding request has each
+	// task's GRES variables narrowed to its devices.
+	if g := s.gres; g != nil && m.StepID.StepID != slurmproto.StepIDInteractive && g.launch.HasTaskBinding() {
+		e := Env(env)
+		g.node.TaskEnv(&e, g.launch, int(t.ltid))
+		env = e
+	}
+	return env
 }
 
 // resolvePath is slurmstepd's _build_path: a command without a slash is

@@ -15,6 +15,10 @@
 #                                      to n1 for a job's TCP connection and for none
 #   capture.sh stepmgr REL AUTH PORT   enable_stepmgr: the first node's REQUEST_LAUNCH_PROLOG
 #                                      with the job buffers (24.11, 26.05)
+#   capture.sh gres REL PORT CGROUP    REL 22.05 (the host's), 24.11 or 26.05; CGROUP yes
+#                                      (task/cgroup, ConstrainDevices=yes) or no (task/none):
+#                                      n1 with 4 static GPUs and 8 shards, the GRES jobs'
+#                                      credentials, environments and device opens
 #
 # Output: /tmp/golden-<rel>-<auth>/ (slurm.conf, logs, trace-*, out/ = goldencap's
 # frames, out/*.cred-payload = the signed bytes of each job credential).
@@ -179,8 +183,8 @@ EOF
     echo "SlurmdUser=root"
     echo "SelectType=select/cons_tres"
     echo "SelectTypeParameters=CR_Core_Memory"
-    echo "ProctrackType=proctrack/pgid"
-    echo "TaskPlugin=task/none"
+    echo "ProctrackType=${PROCTRACK:-proctrack/pgid}"
+    echo "TaskPlugin=${TASKPLUGIN:-task/none}"
     echo "JobAcctGatherType=${JOBACCT:-jobacct_gather/none}"
     echo "AccountingStorageType=accounting_storage/none"
     echo "JobCompType=jobcomp/none"
@@ -213,7 +217,7 @@ EOF
     echo "SlurmctldDebug=debug2"
     echo "SlurmdDebug=debug2"
     for e in "$@"; do echo "$e"; done
-    echo "NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((PORT + 1)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN"
+    echo "NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((PORT + 1)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000${NODE_GRES:+ Gres=$NODE_GRES} State=UNKNOWN"
     echo "NodeName=n2 NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((PORT + 2)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN"
     echo "PartitionName=golden Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP"
   } >"$CONF"
@@ -628,6 +632,74 @@ stepmgr() {
   cut_frames
 }
 
+# gres REL PORT CGROUP: GRES credentials and what stock slurmstepd makes of
+# them. n1 alone, gres.conf with 4 GPUs whose device files are char devices
+# of the mem driver (1:7 full, 1:8 random, 1:9 urandom, 5:2 ptmx: opening
+# them works, so a denied open is the device cgroup's EPERM) and 8 shards
+# over them. Each job writes its environment and, per device file, whether
+# it opened into $D/work-*/NAME.<task>.
+gres() {
+  local rel=$1 cg=$3
+  PORT=$2
+  D=/tmp/golden-gres-${rel/./}-$cg
+  CONF=$D/slurm.conf
+  CLUSTER=ggres${rel/./}
+  CTLD_ROOT=$CHROOTS/$rel
+  [ "$rel" = 22.05 ] && CTLD_ROOT=/
+  local R=$CTLD_ROOT
+  [ -d "$R/usr/sbin" ] || die "no root $R for $rel"
+  rm -rf "$D"
+  mkdir -p "$D/dev"
+  ensure_munged
+  ensure_user "$R"
+  SACK_KEY= JOBACCT=jobacct_gather/none CTLD_PARAMS=
+  local devs=(1:7 1:8 1:9 5:2) i
+  for i in 0 1 2 3; do
+    mknod -m 0666 "$D/dev/gpu$i" c "${devs[$i]%:*}" "${devs[$i]#*:}"
+  done
+  NODE_GRES=gpu:4,shard:8
+  if [ "$cg" = yes ]; then
+    PROCTRACK=proctrack/cgroup TASKPLUGIN=task/cgroup write_conf munge no "GresTypes=gpu,shard" "DebugFlags=Gres"
+    printf 'CgroupPlugin=cgroup/v1\nConstrainDevices=yes\n' >"$D/cgroup.conf"
+  else
+    write_conf munge no "GresTypes=gpu,shard" "DebugFlags=Gres"
+    [ "$rel" = 22.05 ] && rm -f "$D/cgroup.conf"
+  fi
+  NODE_GRES=
+  printf 'Name=gpu File=%s/dev/gpu[0-3]\nName=shard Count=8 File=%s/dev/gpu[0-3]\n' "$D" "$D" >"$D/gres.conf"
+  PIDS=()
+  local probe="env | sort > \$W/\$N.\${SLURM_PROCID:-b}.env; for f in $D/dev/gpu*; do if true < \$f 2>/dev/null; then echo \$f ok; else echo \$f denied; fi; done > \$W/\$N.\${SLURM_PROCID:-b}.dev"
+  printf '#!/bin/sh\n%s\n' "$probe" >"$D/probe.sh"
+  chmod 0755 "$D/probe.sh"
+  if [ "$rel" = 22.05 ]; then
+    start_ns
+    trap stop_all EXIT
+    daemon_host n1 /usr/sbin/slurmd -D -N n1 -f "$CONF"
+    daemon_host ctld /usr/sbin/slurmctld -D -i -f "$CONF"
+  else
+    start_ns "$R"
+    trap stop_all EXIT
+    daemon n1 "$R" /usr/sbin/slurmd -D -N n1 -f "$CONF"
+    daemon ctld "$R" /usr/sbin/slurmctld -D -i -f "$CONF"
+  fi
+  wait_for "n1 idle" 180 nodes_idle n1
+  as_root "$R" scontrol show node n1 >"$D/node.txt" 2>&1 || true
+  local W=$D/work-user j
+  # job 1: the batch step of --gres=gpu:2, and a step inside it that takes the job's GPUs
+  j=$(as_user "$R" sbatch -w n1 -D "$W" -o /dev/null --gres=gpu:2 --wrap "W=$W N=batch $D/probe.sh; W=$W N=inner srun -n1 $D/probe.sh" | sbatch_id)
+  wait_jobs_done "$j"
+  # job 2: srun --gpus-per-task=1 -n2
+  as_user "$R" env W="$W" N=pertask srun -w n1 -D "$W" -n2 --gpus-per-task=1 "$D/probe.sh" || log "job 2 failed"
+  # job 3: a shard step
+  as_user "$R" env W="$W" N=shard srun -w n1 -D "$W" -n1 --gres=shard:3 "$D/probe.sh" || log "job 3 failed"
+  # job 4: --gres=gpu:3 with --gpu-bind=map_gpu:2,0 over two tasks
+  as_user "$R" env W="$W" N=mapgpu srun -w n1 -D "$W" -n2 --gres=gpu:3 --gpu-bind=map_gpu:2,0 "$D/probe.sh" || log "job 4 failed"
+  as_root "$R" scontrol shutdown || true
+  stop_all
+  trap - EXIT
+  cut_frames
+}
+
 # The whole command line is parsed before it runs: editing this file while a
 # capture runs cannot make bash read on at a shifted offset.
 main() {
@@ -637,6 +709,7 @@ main() {
   negotiation) negotiation "$2" ;;
   callerid) callerid "$2" "$3" ;;
   stepmgr) stepmgr "$2" "$3" "$4" ;;
+  gres) gres "$2" "$3" "$4" ;;
   bcast2205) SRUN_PORTS=${SRUN_PORTS:-$(($2 + 30))-$(($2 + 79))} bcast2205 "$2" ;;
   recut) # recut DIR: cut a session's traces again (goldencap changed)
     D=$2
