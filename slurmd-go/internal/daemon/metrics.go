@@ -6,6 +6,7 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/metrics"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 )
@@ -36,8 +37,20 @@ func (d *Daemon) newMetrics(cfg *config.Config, srv rpcserver.Listener) (*metric
 		return nil, "", err
 	}
 	d.disp.Observer = m.RPC
+	d.jobs.SetStepWatcher(stepWatcher{m.Jobs})
 	return m, addr, nil
 }
+
+// stepWatcher feeds the launches to the metrics' job registry.
+type stepWatcher struct{ r *metrics.Registry }
+
+func (w stepWatcher) StepLaunched(jobID, stepID uint32, user string, gpus []int) {
+	w.r.StepStarted(metrics.StepStart{JobID: jobID, StepID: stepID, User: user, GPUs: gpus})
+}
+
+func (w stepWatcher) JobEnded(jobID uint32) { w.r.JobEnded(jobID) }
+
+var _ jobmgr.StepWatcher = stepWatcher{}
 
 // startMetrics serves m on addr and samples until ctx ends.
 func (d *Daemon) startMetrics(ctx context.Context, m *metrics.Metrics, addr string) (*metrics.Server, error) {
