@@ -1,6 +1,7 @@
 package jobmgr
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/gresbind"
@@ -72,8 +73,9 @@ func (m *Manager) credGPUs(version uint16, c *slurmproto.Cred, batch bool) []int
 	}
 	var out []int
 	for _, d := range node.Devices(&gresbind.Launch{Job: job, Step: st, NodeIndex: idx}, scope, 0) {
-		// /dev/nvidia<minor>; not nvidiactl, nvidia-uvm, nvidia-caps/…
-		if d.Allow && strings.HasPrefix(d.Path, "/dev/nvidia") && isDigits(strings.TrimPrefix(d.Path, "/dev/nvidia")) {
+		// nvidia<minor> (gres.conf's File, /dev/nvidia3 on a real node);
+		// not nvidiactl, nvidia-uvm, nvidia-caps/…
+		if b := filepath.Base(d.Path); d.Allow && strings.HasPrefix(b, "nvidia") && isDigits(b[len("nvidia"):]) {
 			out = append(out, d.DevNum)
 		}
 	}

@@ -2,6 +2,7 @@ package jobmgr
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -42,7 +43,7 @@ func bitmap(n int, set ...int) *slurmproto.Bitmap {
 func TestWatchLaunch_GPUs(t *testing.T) {
 	gresStat = func(path string) (gres.DevType, uint32, uint32, error) {
 		var n uint32
-		if _, err := fmt.Sscanf(path, "/dev/nvidia%d", &n); err == nil {
+		if _, err := fmt.Sscanf(filepath.Base(path), "nvidia%d", &n); err == nil {
 			return gres.DevChar, 195, n, nil
 		}
 		return 0, 0, 0, gres.ErrNotDevice
@@ -51,8 +52,9 @@ func TestWatchLaunch_GPUs(t *testing.T) {
 	cfg := &config.Config{NodeName: "g2", Conf: &slurmconf.Config{GresTypes: []string{"gpu", "shard"}}}
 	m := &Manager{cfg: func() *config.Config { return cfg }, jobs: map[uint32]*job{}}
 	recs := []gres.Record{
-		{Name: "gpu", Count: 4, File: "/dev/nvidia[4-7]", Flags: gres.Flags{HasFile: true, EnvNVML: true}},
-		{Name: "shard", Count: 8, File: "/dev/nvidia[4-7]", Flags: gres.Flags{HasFile: true, Shared: true}},
+		// Device files where a test keeps them; nvidiactl is no GPU.
+		{Name: "gpu", Count: 4, File: "/tmp/dev/nvidia[4-7]", Flags: gres.Flags{HasFile: true, EnvNVML: true}},
+		{Name: "shard", Count: 8, File: "/tmp/dev/nvidia[4-7]", Flags: gres.Flags{HasFile: true, Shared: true}},
 	}
 	m.SetGresRecords(func() []gres.Record { return recs })
 	w := &watchRec{}
