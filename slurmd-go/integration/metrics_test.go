@@ -1,17 +1,19 @@
 //go:build integration
 
 // Issue 13 parts 4 and 6, telemetry: a real Prometheus (Debian's prometheus
-// package) scrapes a slurmd-go node started with --metrics-addr while a batch job
-// runs on it, and every panel query of the shipped Grafana dashboard
-// (dashboards/slurmd-go.json) is run through Prometheus's HTTP API.
+// package) scrapes a GPU node of slurmd-go started with --metrics-addr while a
+// GPU batch job runs on it, and every panel query of the shipped Grafana
+// dashboard (dashboards/slurmd-go.json) is run through Prometheus's HTTP API and
+// must return data.
 //
-//   - The daemon panels (row "slurmd-go daemon": RPC rate and latency,
-//     connections, running jobs and steps) must return data, and what they count
-//     must be what the node did: one REQUEST_BATCH_JOB_LAUNCH for the one job,
-//     one running job while it runs and none once it is cancelled.
-//   - The GPU panels (row "GPUs by job") must be valid PromQL that Prometheus
-//     evaluates; their data needs a node with GPUs (NVML, or go-nvml's mock), which
-//     this test does not start yet.
+// The node is bin/slurmd-go-nvmlmock (`make nvmlmock`: go-nvml's 8 x H100 mock as
+// its NVML, GPU i at 10*i % utilisation) with a static gres.conf of eight GPUs
+// whose device files the test creates (minors 0-7, as the mock's). The job asks
+// `--gres=gpu:2`; what the metrics say is compared with what slurmctld and the
+// mock say: the GPUs labelled with the job's job_id, step and user are the ones
+// `scontrol -d show job` lists (IDX), the job holds 2 GPUs of which 1 is idle
+// (the mock's GPU 0), the batch launch is counted once, one job runs while it
+// runs and none once it is cancelled, and its GPU series lose the job labels.
 //
 // Only slurmd-go serves metrics (stock slurmd has no such endpoint), so the node
 // is slurmd-go whatever TIEE_SLURMD_IMPL says. Prometheus listens on a port of
@@ -19,7 +21,7 @@
 // every second; every wait is on Prometheus's own state (target up, series
 // present), bounded by metricsWaitTimeout.
 //
-// Wall time: about 40 s (one node, one job, the daemon's 10 s sample interval).
+// Wall time: about 60 s (one node, one job, the daemon's 10 s sample interval).
 package integration
 
 import (
@@ -33,7 +35,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,25 +70,69 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prometheus not installed (scripts/install-deps.sh installs Debian's package): %v", err)
 	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", "slurmd-go-nvmlmock")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s: %v (run `make nvmlmock`)", bin, err)
+	}
+	t.Setenv(cluster.EnvSlurmdBin, bin)
 	ports, err := spawn.FreePorts(2, metricsPortLow, metricsPortHigh)
 	if err != nil {
 		t.Fatal(err)
 	}
 	target := "127.0.0.1:" + strconv.Itoa(ports[0])
+	dev := gresDevices(t, 8)
 	o := batchOptions(cluster.ImplGo)
 	o.Nodes = 1
 	o.DaemonArgs = []string{"--metrics-addr=" + target}
+	o.ExtraConf = append(o.ExtraConf, "GresTypes=gpu")
+	o.NodeExtra = "Gres=gpu:" + h100Type + ":8"
+	o.GresConf = []string{"AutoDetect=off", "Name=gpu Type=" + h100Type + " File=" + dev + "/nvidia[0-7]"}
 	c := cluster.Start(t, o)
 	node := c.Nodes[0].Name
 
 	p := startPrometheus(t, promBin, ports[1], target)
 	p.waitValue(t, "the node's target up", `up{job="slurmd-go"}`, func(v float64) bool { return v == 1 })
 
-	job := c.Sbatch(t, cluster.TestUser, "#!/bin/sh\nexec sleep 300\n", "-w", node, "-N1", "-t", "5")
+	p.waitValue(t, "the mock's 8 GPUs scraped", `count(DCGM_FI_DEV_GPU_UTIL)`, func(v float64) bool { return v == 8 })
+
+	job := c.Sbatch(t, cluster.TestUser, "#!/bin/sh\nexec sleep 300\n", "-w", node, "-N1", "-t", "5", "--gres=gpu:2")
 	c.WaitJob(t, job, metricsWaitTimeout, "RUNNING")
 	p.waitValue(t, "one running job scraped", `slurmd_go_jobs_running`, func(v float64) bool { return v == 1 })
 	p.waitValue(t, "the batch launch counted", `sum(slurmd_go_rpc_requests_total{msg_type="REQUEST_BATCH_JOB_LAUNCH",result="ok"})`,
 		func(v float64) bool { return v == 1 })
+
+	// The GPUs labelled with the job are those slurmctld gave it.
+	want := jobGPUDevices(t, c, job)
+	held := p.waitResult(t, "the job's GPUs labelled", fmt.Sprintf(`DCGM_FI_DEV_GPU_UTIL{job_id=%q}`, job), func(r []promSample) (bool, string) {
+		if len(r) != len(want) {
+			return false, fmt.Sprintf("%d series, want %d", len(r), len(want))
+		}
+		return true, ""
+	})
+	var got []string
+	for _, s := range held {
+		got = append(got, s.labels["device"])
+		if s.labels["step"] != "batch" || s.labels["user"] != cluster.TestUser || s.labels["modelName"] != "NVIDIA H100 80GB HBM3" {
+			t.Errorf("job %s's GPU series labels %v: want step batch, user %s, the mock's model", job, s.labels, cluster.TestUser)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("GPUs labelled with job %s: %v; slurmctld gave it %v", job, got, want)
+	}
+	jobSel := fmt.Sprintf(`{job_id=%q,user=%q}`, job, cluster.TestUser)
+	p.waitValue(t, "the job's 2 GPUs", "slurmd_go_job_gpus_allocated"+jobSel, func(v float64) bool { return v == 2 })
+	idle := 0.0
+	for _, d := range want {
+		if d == "nvidia0" { // the mock's GPU 0 runs at 0 %
+			idle++
+		}
+	}
+	p.waitValue(t, "the job's idle GPUs", "slurmd_go_job_gpus_idle"+jobSel, func(v float64) bool { return v == idle })
 
 	qs, err := dashboards.Queries(dashboards.SlurmdGo)
 	if err != nil {
@@ -107,10 +156,15 @@ func TestMetrics(t *testing.T) {
 					return false, fmt.Sprintf("%d series, none finite", len(r))
 				})
 			case gpuRow:
-				// Evaluated without error (no GPUs on this node: no data).
-				if _, err := p.query(expr); err != nil {
-					t.Fatalf("%s: %v", expr, err)
-				}
+				// Data, from this job's GPUs where the panel is per job.
+				p.waitResult(t, q.Panel, expr, func(r []promSample) (bool, string) {
+					for _, s := range r {
+						if id, ok := s.labels["job_id"]; ok && id != job {
+							return false, fmt.Sprintf("a series of job %q", id)
+						}
+					}
+					return true, ""
+				})
 			default:
 				t.Fatalf("panel %q is under row %q, which this test does not know", q.Panel, q.Row)
 			}
@@ -120,10 +174,40 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("dashboard rows %v: want both %q and %q", rows, daemonRow, gpuRow)
 	}
 
-	// The job ends: the running-job gauge falls back to 0 at the next sample.
+	// The job ends: the running-job gauge falls back to 0 and its GPUs lose
+	// its labels at the next sample.
 	c.MustRun(t, "", "scancel", job)
 	c.WaitJob(t, job, metricsWaitTimeout, "CANCELLED", "COMPLETED")
 	p.waitValue(t, "no running job scraped", `slurmd_go_jobs_running`, func(v float64) bool { return v == 0 })
+	p.waitValue(t, "no GPU labelled with a job", `count(DCGM_FI_DEV_GPU_UTIL{job_id=""})`, func(v float64) bool { return v == 8 })
+}
+
+// jobGPUDevices are the device names (nvidia<IDX>) of the GPUs slurmctld gave
+// a running job, from `scontrol -d show job` (GRES=gpu:...(IDX:0-1)), sorted.
+func jobGPUDevices(t *testing.T, c *cluster.Cluster, job string) []string {
+	t.Helper()
+	out := c.MustRun(t, "", "scontrol", "-d", "show", "job", job)
+	m := regexp.MustCompile(`GRES=gpu[^ ]*\(IDX:([0-9,-]+)\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("scontrol -d show job %s lists no GPU index:\n%s", job, out)
+	}
+	var devs []string
+	for _, r := range strings.Split(m[1], ",") {
+		lo, hi, ok := strings.Cut(r, "-")
+		if !ok {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || b < a {
+			t.Fatalf("GPU index %q in %q", r, m[0])
+		}
+		for i := a; i <= b; i++ {
+			devs = append(devs, "nvidia"+strconv.Itoa(i))
+		}
+	}
+	slices.Sort(devs)
+	return devs
 }
 
 // prom is a running Prometheus.
