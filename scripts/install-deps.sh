@@ -3,9 +3,10 @@
 set -euo pipefail
 # libpam-slurm-adopt and pamtester: the extern step's pam_slurm_adopt test (python3 drives libpam).
 # libpmix-dev and pkg-config build bin/slurmd-go-pmix (srun --mpi=pmix); mpich, openmpi and mpi4py
-# are the MPI programs the pmi2/pmix tests build and run.
+# are the MPI programs the pmi2/pmix tests build and run. prometheus: the real Prometheus that
+# TestMetrics runs against the daemon's --metrics-addr.
 pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make pkg-config iproute2 procps expect tmux strace python3 libpam-slurm-adopt pamtester
-  libpmix-dev mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py)
+  libpmix-dev mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,6 +17,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The packaged services must not run: tests start their own daemons with their own configs.
-for s in slurmctld slurmd; do
+for s in slurmctld slurmd prometheus; do
   if command -v systemctl >/dev/null && systemctl is-active -q "$s" 2>/dev/null; then systemctl stop "$s" || true; fi
 done

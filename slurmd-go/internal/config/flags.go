@@ -34,7 +34,15 @@ type Flags struct {
 	SetWD         bool   // -s
 	PrintGres     bool   // -G
 	ConfFileSet   bool   // -f given (otherwise SLURM_CONF or the default)
+	// MetricsAddr is where the Prometheus metrics server listens
+	// (--metrics-addr, else $TIEE_METRICS_ADDR; slurmd-go only): "" is off,
+	// "on" the documented loopback port, "PORT", "HOST" or "HOST:PORT"
+	// (metrics.ResolveAddr).
+	MetricsAddr string
 }
+
+// MetricsAddrEnv enables the metrics server like --metrics-addr (the flag wins).
+const MetricsAddrEnv = "TIEE_METRICS_ADDR"
 
 // ParseFlags parses args with getopt-like rules (-Dvvv works).
 func ParseFlags(prog string, args []string) (Flags, error) {
@@ -60,6 +68,8 @@ func ParseFlags(prog string, args []string) (Flags, error) {
 	fs.BoolVarP(&f.MlockPages, "mlock", "M", false, "use mlock() to lock the daemon's pages")
 	fs.BoolVarP(&f.SetWD, "setwd", "s", false, "change working directory to SlurmdLogFile/SlurmdSpoolDir")
 	fs.BoolVarP(&f.PrintGres, "print-gres", "G", false, "print GRES configuration and exit")
+	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on `[host:]port` (alone: 127.0.0.1:9818; slurmd-go only)")
+	fs.Lookup("metrics-addr").NoOptDefVal = "on"
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: %s [OPTIONS]\n%s", prog, fs.FlagUsages())
 	}
@@ -76,6 +86,9 @@ func ParseFlags(prog string, args []string) (Flags, error) {
 		} else {
 			f.ConfFile = DefaultConfFile
 		}
+	}
+	if f.MetricsAddr == "" {
+		f.MetricsAddr = os.Getenv(MetricsAddrEnv)
 	}
 	if f.FutureFeature == " " {
 		f.FutureFeature = ""

@@ -57,3 +57,31 @@ func TestParseFlags_Bad(t *testing.T) {
 		t.Fatal("stray argument accepted")
 	}
 }
+
+// TestParseFlags_MetricsAddr: off by default; --metrics-addr alone is "on"
+// (the documented loopback port); a value or $TIEE_METRICS_ADDR names the
+// address, the flag winning over the environment.
+func TestParseFlags_MetricsAddr(t *testing.T) {
+	for _, c := range []struct {
+		name, env string
+		args      []string
+		want      string
+	}{
+		{"off by default", "", nil, ""},
+		{"flag alone", "", []string{"--metrics-addr", "-D"}, "on"},
+		{"flag with a value", "", []string{"--metrics-addr=0.0.0.0:9100"}, "0.0.0.0:9100"},
+		{"environment", "28123", []string{"-D"}, "28123"},
+		{"flag over environment", "28123", []string{"--metrics-addr=9000"}, "9000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(MetricsAddrEnv, c.env)
+			f, err := ParseFlags("slurmd-go", c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.MetricsAddr != c.want {
+				t.Fatalf("MetricsAddr %q, want %q", f.MetricsAddr, c.want)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/metrics"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pidfile"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
@@ -97,6 +98,10 @@ type Daemon struct {
 	hw        hostinfo.Info // probed at start (and on reconfigure)
 	hwMu      sync.Mutex    // guards hw
 
+	// metrics is the telemetry (nil unless --metrics-addr); its Jobs
+	// registry is what the step launches feed.
+	metrics *metrics.Metrics
+
 	started     atomic.Int64 // unix ns of the daemon's start (a 24.11+ reconfigure starts it anew)
 	firstReg    atomic.Int64 // slurmd_start_time: unix time of the first registration message
 	lastCtldMsg atomic.Int64
@@ -139,6 +144,10 @@ func Main(ctx context.Context, f config.Flags) int {
 	}
 	if f.PrintGres {
 		return printGres(os.Stderr, cfg, newGPUDetector())
+	}
+	if _, err := metrics.ResolveAddr(f.MetricsAddr); err != nil {
+		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: --metrics-addr: %v\n", err)
+		return 1
 	}
 	if !f.Foreground {
 		if done, err := daemonize(); done || err != nil {
@@ -430,10 +439,29 @@ func (d *Daemon) run(parent context.Context) error {
 	if err != nil {
 		return err
 	}
+	met, metAddr, err := d.newMetrics(cfg, srv)
+	if err != nil {
+		return err
+	}
+	d.metrics = met
 	if err := srv.Start(); err != nil {
 		return fmt.Errorf("daemon: unable to bind listen port (%d): %w", cfg.Port, err)
 	}
 	d.srv = srv
+	if met != nil {
+		metSrv, err := d.startMetrics(ctx, met, metAddr)
+		if err != nil {
+			_ = srv.Shutdown(context.Background())
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+			defer cancel()
+			if err := metSrv.Shutdown(sctx); err != nil {
+				d.log.Warn("metrics server shutdown", "error", err)
+			}
+		}()
+	}
 	sackSrv, err := d.startSack(ctx, cfg)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())

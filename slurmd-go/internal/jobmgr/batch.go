@@ -167,6 +167,7 @@ func (m *Manager) startBatch(ctx context.Context, version uint16, raw []byte, ms
 		log.Error("batch job launch failed", "error", err)
 		return stepapi.RC(err), false
 	}
+	m.watchLaunch(version, msg.Cred, slurmproto.StepID{JobID: msg.JobID, StepID: slurmproto.StepIDBatch}, credUser(msg.Cred), true)
 	if m.revoked(msg.JobID) {
 		log.Info("job killed while its launch was in progress")
 		m.terminateSteps(ctx, msg.JobID)
@@ -603,6 +604,7 @@ func (m *Manager) startExtern(ctx context.Context, version uint16, raw []byte, m
 		log.Error("extern step launch failed", "error", err)
 		return stepapi.RC(err)
 	}
+	m.watchLaunch(version, msg.Cred, slurmproto.StepID{JobID: msg.JobID, StepID: slurmproto.StepIDExtern}, credUser(msg.Cred), true)
 	if m.revoked(msg.JobID) {
 		log.Info("job killed while its extern step was starting")
 		m.terminateSteps(ctx, msg.JobID)

@@ -70,6 +70,9 @@ type Manager struct {
 	// gresRecords returns the node's GRES records for the step managers
 	// (SetGresRecords; nil: none).
 	gresRecords func() []gres.Record
+	// watcher learns of launched steps and ended jobs (SetStepWatcher;
+	// nil: none).
+	watcher StepWatcher
 
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu

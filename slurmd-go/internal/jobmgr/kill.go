@@ -173,6 +173,9 @@ func (m *Manager) forget(jobID uint32) {
 	}
 	m.jobs[jobID] = &job{revokedAt: at}
 	m.saveStateLocked()
+	if m.watcher != nil {
+		m.watcher.JobEnded(jobID)
+	}
 }
 
 // revokeTime is when slurmctld decided to end the job (kill_job_msg.time).

@@ -144,6 +144,7 @@ func (m *Manager) launchTasks(ctx context.Context, version uint16, reqUID uint32
 		log.Error("step launch failed", "error", err)
 		return stepapi.RC(err)
 	}
+	m.watchLaunch(version, c, msg.StepID, slurmproto.CString(msg.UserName), false)
 	if m.revoked(msg.StepID.JobID) {
 		log.Info("job killed while its step was starting")
 		m.terminateSteps(ctx, msg.StepID.JobID)

@@ -119,6 +119,9 @@ type Dispatcher struct {
 	// OnCtldMessage is called for every served request of a FromCtld route
 	// (REQUEST_DAEMON_STATUS reports the last one).
 	OnCtldMessage func()
+	// Observer, if set, learns of every request served (telemetry). Set
+	// it before serving.
+	Observer Observer
 }
 
 // New builds a dispatcher. fwd may be nil (forward lists are then answered
@@ -156,13 +159,29 @@ func (d *Dispatcher) privileged(uid uint32) bool {
 
 // Serve implements rpcserver.Dispatcher. Any goroutine.
 func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPort) []byte {
+	if d.Observer == nil {
+		return d.serve(ctx, frame, peer, nil)
+	}
+	start := time.Now()
+	o := Observation{Result: ResultOK}
+	out := d.serve(ctx, frame, peer, &o)
+	o.Elapsed = time.Since(start)
+	d.Observer.ObserveRPC(o)
+	return out
+}
+
+func (d *Dispatcher) serve(ctx context.Context, frame []byte, peer netip.AddrPort, o *Observation) []byte {
 	s := d.settings.Load()
 	msg, err := slurmproto.DecodeMessage(frame)
 	if err != nil && msg.AuthAndBody == nil { // the header itself did not decode
+		o.set(ResultMalformed)
 		d.log.Warn("malformed request", "peer", peer, "error", err)
 		return d.errorReply(ctx, s.replyVersion(), slurmproto.Header{}, rcForDecode(err), auth.UIDAny, peer)
 	}
 	h := msg.Header
+	if o != nil {
+		o.Version, o.MsgType = h.Version, h.MsgType
+	}
 	log := d.log.With("peer", peer, "msg_type", h.MsgType.String())
 	orig := h.OrigAddr
 	if orig.IsUnspec() {
@@ -178,12 +197,14 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	}
 	if err != nil {
 		log.Warn("malformed request", "error", err)
+		o.set(ResultMalformed)
 		return d.finish(ctx, h, pending, d.rcBody(rcForDecode(err)), false, auth.UIDAny, auth.HashK12, peer)
 	}
 
 	cred, err := d.verify(ctx, s, msg)
 	if err != nil {
 		log.Warn("authentication failed", "error", err)
+		o.set(ResultAuth)
 		return d.finish(ctx, h, pending, d.rcBody(auth.RC(err)), false, auth.UIDAny, auth.HashK12, peer)
 	}
 	if cred.Replayed {
@@ -192,6 +213,7 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	kind, err := auth.CheckPayload(h.Version, uint16(h.MsgType), msg.Body, cred.Payload, s.HashPolicy)
 	if err != nil {
 		log.Warn("message hash check failed", "uid", cred.UID, "error", err)
+		o.set(ResultAuth)
 		return d.finish(ctx, h, pending, d.rcBody(auth.RC(err)), false, cred.UID, auth.HashK12, peer)
 	}
 	req := &Request{Header: h, RawBody: msg.Body, UID: cred.UID, GID: cred.GID, Peer: peer, Orig: orig, Hash: kind}
@@ -204,11 +226,13 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 			rc = slurmproto.ESlurmProtocolIncompletePacket
 		}
 		log.Warn("unsupported request type", "uid", cred.UID, "type_num", uint16(h.MsgType), "rc", slurmproto.RCName(rc))
+		o.set(ResultUnsupported)
 		return d.finish(ctx, h, pending, d.rcBody(rc), false, cred.UID, kind, peer)
 	}
 	if slurmproto.HasBody(h.Version, h.MsgType) {
 		if req.Body, err = slurmproto.DecodeBody(h.Version, h.MsgType, msg.Body); err != nil {
 			log.Warn("malformed request body", "uid", cred.UID, "error", err)
+			o.set(ResultMalformed)
 			return d.finish(ctx, h, pending, d.rcBody(rcForDecode(err)), false, cred.UID, kind, peer)
 		}
 	} else if slurmproto.Registered(h.MsgType) {
@@ -216,10 +240,12 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 		// handler a nil body, never read it with another release's layout.
 		log.Warn("request body has no layout in this release", "uid", cred.UID,
 			"version", fmt.Sprintf("0x%04x", h.Version), "release", slurmproto.ReleaseName(h.Version))
+		o.set(ResultUnsupported)
 		return d.finish(ctx, h, pending, d.rcBody(slurmproto.SlurmProtocolVersionError), false, cred.UID, kind, peer)
 	}
 	if route.Privileged && !d.privileged(cred.UID) {
 		log.Error("security violation: request from unauthorized uid", "uid", cred.UID)
+		o.set(ResultDenied)
 		if route.NoReplyType {
 			return d.finish(ctx, h, pending, nil, false, cred.UID, kind, peer)
 		}
@@ -235,6 +261,9 @@ func (d *Dispatcher) Serve(ctx context.Context, frame []byte, peer netip.AddrPor
 	if err != nil {
 		log.Debug("request failed", "uid", cred.UID, "error", err)
 		rep = Reply{Body: slurmproto.ReturnCode{RC: ErrorToRC(err)}, Sent: rep.Sent}
+	}
+	if rc, ok := rep.Body.(slurmproto.ReturnCode); ok && rc.RC != 0 {
+		o.set(ResultError)
 	}
 	if rep.Sent != nil && !rpcserver.OnReplySent(ctx, rep.Sent) {
 		// No rpcserver writes this reply (a direct Serve): it is as sent
