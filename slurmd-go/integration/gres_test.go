@@ -46,10 +46,10 @@ func gresDevices(t *testing.T, n int) string {
 // GPUs (t1 and t2 the same tesla pair with Cores, different k80 lines, one
 // with Links), a shard count spread over them, and lines for the dynamic
 // node d1.
-func gresConf(dev string) []string {
+func gresConf(t *testing.T, dev string) []string {
 	return []string{
 		"AutoDetect=off",
-		"NodeName=t[1-2] Name=gpu Type=tesla File=" + dev + "/nvidia[0-1] Cores=0",
+		"NodeName=t[1-2] Name=gpu Type=tesla File=" + dev + "/nvidia[0-1] Cores=" + socketCores(t)[0],
 		"NodeName=t1 Name=gpu Type=k80 File=" + dev + "/nvidia[2-3]",
 		"NodeName=t2 Name=gpu Type=k80 File=" + dev + "/nvidia[2-3] Links=-1,0",
 		"Name=shard Count=8",
@@ -74,7 +74,7 @@ func TestGres(t *testing.T) {
 			Nodes:     2,
 			ExtraConf: []string{"GresTypes=gpu,shard"},
 			NodeExtra: "Gres=gpu:tesla:2,gpu:k80:2,shard:8",
-			GresConf:  gresConf(dev),
+			GresConf:  gresConf(t, dev),
 		}
 	})
 	t.Run("Static", func(t *testing.T) {
@@ -82,8 +82,9 @@ func TestGres(t *testing.T) {
 			compareGres(t, p, n)
 		}
 		ref := p.ref.ShowNode(t, "t1")
-		// Guards against both sides registering nothing.
-		for _, want := range []string{"gpu:tesla:2", "gpu:k80:2", "shard:8"} {
+		// Guards against both sides registering nothing; slurmctld shows
+		// the untyped shard count spread over the typed GPUs.
+		for _, want := range []string{"gpu:tesla:2", "gpu:k80:2", "shard:tesla:4", "shard:k80:4"} {
 			if !strings.Contains(ref["Gres"], want) {
 				t.Errorf("reference t1: Gres=%q lacks %s (the stock daemon's behaviour changed?)", ref["Gres"], want)
 			}
@@ -104,7 +105,7 @@ func TestGres(t *testing.T) {
 		const want = "Invalid GRES record for gpu, invalid count 2x"
 		logs := map[*cluster.Cluster]string{}
 		for _, c := range p.both() {
-			broken := append(gresConf(dev), "NodeName=t2 Name=gpu Type=tesla Count=2x")
+			broken := append(gresConf(t, dev), "NodeName=t2 Name=gpu Type=tesla Count=2x")
 			text := strings.Join(broken, "\n") + "\n"
 			if err := os.WriteFile(c.GresConfPath(), []byte(text), 0o644); err != nil {
 				t.Fatal(err)
@@ -126,8 +127,8 @@ func TestGres(t *testing.T) {
 				t.Errorf("%s: t2's log and output lack %q:\n%s", p.label(c), "fatal: "+want, tail(logs[c], 20))
 			}
 		}
-		// Line 8: the generated header, six lines, then the broken one.
-		if where := p.sut.GresConfPath() + ":8"; !strings.Contains(logs[p.sut], where) {
+		// The broken line is the file's last.
+		if where := fmt.Sprintf("%s:%d:", p.sut.GresConfPath(), len(gresConf(t, dev))+1); !strings.Contains(logs[p.sut], where) {
 			t.Errorf("%s: the error does not name %s:\n%s", p.label(p.sut), where, tail(logs[p.sut], 20))
 		}
 	})
@@ -176,8 +177,8 @@ func TestGres_PrintGres(t *testing.T) {
 		name  string
 		lines []string
 	}{
-		{"Good", gresConf(dev)},
-		{"Broken", append(gresConf(dev), "NodeName=t1 Name=gpu Type=k80 File="+dev+"/nvidia5 Bogus=1")},
+		{"Good", gresConf(t, dev)},
+		{"Broken", append(gresConf(t, dev), "NodeName=t1 Name=gpu Type=k80 File="+dev+"/nvidia5 Bogus=1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, err := os.MkdirTemp("/tmp", "ti-gresprint-")

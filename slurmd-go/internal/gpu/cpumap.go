@@ -15,8 +15,9 @@ import (
 // cores ordered by their lowest CPU), and a core is in the result when any
 // of its CPUs is.
 type CPUMap struct {
-	coreOf map[int]int // machine CPU id -> abstract core id
-	cores  int
+	coreOf  map[int]int // machine CPU id -> abstract core id
+	cores   int
+	sockets [][]int // machine CPUs of each socket, in Slurm's socket order
 }
 
 // ReadCPUMap reads root/sys/devices/system/cpu ("" or "/" for the host).
@@ -75,13 +76,26 @@ func ReadCPUMap(root string) (*CPUMap, error) {
 		return list[i].first < list[j].first
 	})
 	m := &CPUMap{coreOf: map[int]int{}, cores: len(list)}
+	last := ""
 	for i, k := range list {
+		if i == 0 || k.pkg != last {
+			m.sockets = append(m.sockets, nil)
+			last = k.pkg
+		}
 		for _, c := range k.cpus {
 			m.coreOf[c] = i
 		}
+		m.sockets[len(m.sockets)-1] = append(m.sockets[len(m.sockets)-1], k.cpus...)
+	}
+	for _, cs := range m.sockets {
+		sort.Ints(cs)
 	}
 	return m, nil
 }
+
+// Sockets returns the machine CPUs of each socket, sockets in Slurm's
+// order (nil for a map built by NewCPUMap).
+func (m *CPUMap) Sockets() [][]int { return m.sockets }
 
 // NewCPUMap builds a map from explicit cores: cores[i] lists the machine
 // CPUs of abstract core i (tests, and the mock's synthetic host).

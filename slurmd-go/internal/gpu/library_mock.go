@@ -24,7 +24,7 @@ import (
 const MockControlEnv = "SLURMD_GO_NVMLMOCK_CTL"
 
 // newLibrary, in the nvmlmock build only, is go-nvml's dgxh100 mock: 8 x
-// H100 80GB HBM3, their CPU affinity split over the host's online CPUs.
+// H100 80GB HBM3, their CPU affinity the host's first and last socket.
 func newLibrary(o Options) nvml.Interface {
 	// Said on stderr (the daemon's .out) unless a logger is given: nobody
 	// should mistake this binary for the production one.
@@ -34,9 +34,12 @@ func newLibrary(o Options) nvml.Interface {
 	}
 	log = log.Named("gpu.nvmlmock")
 	mo := gpumock.Options{}
-	if cpus, err := onlineCPUs(o.SysRoot + "/sys/devices/system/cpu"); err == nil && len(cpus) > 0 {
-		half := (len(cpus) + 1) / 2
-		mo.SocketCPUs = [][]int{cpus[:half], cpus[len(cpus)-half:]}
+	// GPUs 0-3 local to the first socket, 4-7 to the last, as on a DGX:
+	// whole sockets, since slurmctld (24.11 on) refuses a GPU whose cores
+	// split one.
+	if cm, err := ReadCPUMap(o.SysRoot); err == nil && len(cm.Sockets()) > 0 {
+		sk := cm.Sockets()
+		mo.SocketCPUs = [][]int{sk[0], sk[len(sk)-1]}
 	}
 	m := gpumock.NewDGXH100(mo)
 	log.Warn("NVML is a mock: 8 x H100 from go-nvml's dgxh100 (nvmlmock build, not for production)")

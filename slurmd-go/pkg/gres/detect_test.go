@@ -26,13 +26,14 @@ func (f *fakeDetector) Detect(_ context.Context, req DetectRequest) ([]Record, e
 var _ Detector = (*fakeDetector)(nil)
 
 // h100s are three GPUs as an NVML detector reports them: long type names,
-// PCI order in Links.
+// PCI order in Links, no HAS_FILE/HAS_TYPE (the loader sets them, as
+// add_gres_to_list does).
 func h100s() []Record {
 	links := []string{"-1,18,18", "18,-1,18", "18,18,-1"}
 	var out []Record
 	for i := 0; i < 3; i++ {
 		out = append(out, Record{Name: "gpu", Type: "nvidia_h100_80gb_hbm3", Count: 1, File: fmt.Sprintf("/dev/nvidia%d", i),
-			Cores: "0-1", Links: links[i], Flags: Flags{HasFile: true, HasType: true, EnvNVML: true}})
+			Cores: "0-1", Links: links[i], Flags: Flags{EnvNVML: true}})
 	}
 	return out
 }

@@ -676,6 +676,18 @@ func systemGPUs(ctx context.Context, n *Node, o Options) ([]*rec, error) {
 	for _, r := range found {
 		x := recOf(r)
 		x.flags |= cfAutodetect
+		// As add_gres_to_list: a detected device file and type set
+		// HAS_FILE (MULT for several) and HAS_TYPE, which slurmctld
+		// needs to build the node's GRES topology.
+		if x.file != "" {
+			x.flags |= cfHasFile
+			if paths, err := hostlist.Expand(x.file); err == nil && len(paths) > 1 {
+				x.flags |= cfMult
+			}
+		}
+		if x.typ != "" {
+			x.flags |= cfHasType
+		}
 		if x.cpuCnt == 0 {
 			x.cpuCnt = o.CPUs
 		}
