@@ -104,7 +104,7 @@ type gresCase struct {
 var gresCases = []gresCase{
 	{name: "BatchGPU2", batch: true, args: []string{"--gres=gpu:2"}, tasks: 1, opens: 2},
 	{name: "PerTask", args: []string{"-n2", "--gpus-per-task=1"}, tasks: 2, opens: 1},
-	{name: "Shard", args: []string{"-n1", "--gres=shard:3"}, tasks: 1, opens: -1},
+	{name: "Shard", args: []string{"-n1", "--gres=shard:2"}, tasks: 1, opens: -1},
 	{name: "MapGPU", args: []string{"-n2", "--gres=gpu:3", "--gpu-bind=map_gpu:2,0"}, tasks: 2, opens: 1},
 }
 
