@@ -411,7 +411,8 @@ func (d *Daemon) run(parent context.Context) error {
 	cfg = d.config()
 	// As stock: GRES are loaded before the first registration, and a
 	// gres.conf it cannot use stops the daemon.
-	if _, err := d.loadGres(ctx, d.gresRelease()); err != nil {
+	gn, err := d.loadGres(ctx, d.gresRelease())
+	if err != nil {
 		return err
 	}
 	stepd, err := stepdPath()
@@ -489,6 +490,7 @@ func (d *Daemon) run(parent context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); d.registrationEngine(ctx) }()
 
+	d.startGPUHealth(ctx, cfg, gn)
 	d.HealthCheck() // slurmd runs HealthCheckProgram once at start
 	d.Reregister()
 loop:

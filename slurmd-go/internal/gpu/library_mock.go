@@ -13,16 +13,6 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu/gpumock"
 )
 
-// MockControlEnv names a FIFO the nvmlmock build reads commands from, one
-// per line, so that real-cluster tests can make the mock GPUs fail:
-//
-//	xid <gpu> <code>          an XID critical error event
-//	remap <gpu> <0|1>         row-remap failure off/on
-//	fabric <gpu> <state>      fabric state (GPU_FABRIC_STATE_*)
-//	util <gpu> <gpu%> <mem%>  utilisation rates
-//	procs <gpu> <pid>:<MiB>,...  compute processes
-const MockControlEnv = "SLURMD_GO_NVMLMOCK_CTL"
-
 // newLibrary, in the nvmlmock build only, is go-nvml's dgxh100 mock: 8 x
 // H100 80GB HBM3, their CPU affinity the host's first and last socket.
 func newLibrary(o Options) nvml.Interface {

@@ -49,3 +49,13 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// MockControlEnv names a FIFO the nvmlmock build (only) reads commands from, one
+// per line, so that real-cluster tests can make the mock GPUs fail:
+//
+//	xid <gpu> <code>          an XID critical error event
+//	remap <gpu> <0|1>         row-remap failure off/on
+//	fabric <gpu> <state>      fabric state (GPU_FABRIC_STATE_*)
+//	util <gpu> <gpu%> <mem%>  utilisation rates
+//	procs <gpu> <pid>:<MiB>,...  compute processes
+const MockControlEnv = "SLURMD_GO_NVMLMOCK_CTL"
