@@ -1,8 +1,3 @@
-//go:build gresgolden
-
-// Runs once the stock captures are in testdata/gres (capture.sh gres REL PORT yes|no,
-// then golden/ copied to testdata/gres/r<rel>-<cg|nocg>); drop the tag then.
-
 package gresbind
 
 import (

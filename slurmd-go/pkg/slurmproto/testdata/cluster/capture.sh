@@ -19,6 +19,7 @@
 #                                      (task/cgroup, ConstrainDevices=yes) or no (task/none):
 #                                      n1 with 4 static GPUs and 8 shards, the GRES jobs'
 #                                      credentials, environments and device opens
+#   capture.sh gres-select DIR         gres's selection into DIR/golden again
 #
 # Output: /tmp/golden-<rel>-<auth>/ (slurm.conf, logs, trace-*, out/ = goldencap's
 # frames, out/*.cred-payload = the signed bytes of each job credential).
@@ -693,7 +694,7 @@ gres() {
   # job 2: srun --gpus-per-task=1 -n2
   as_user "$R" env W="$W" N=pertask srun -w n1 -D "$W" -n2 --gpus-per-task=1 "$D/probe.sh" || log "job 2 failed"
   # job 3: a shard step
-  as_user "$R" env W="$W" N=shard srun -w n1 -D "$W" -n1 --gres=shard:3 "$D/probe.sh" || log "job 3 failed"
+  as_user "$R" env W="$W" N=shard srun -w n1 -D "$W" -n1 --gres=shard:2 "$D/probe.sh" || log "job 3 failed"
   # job 4: --gres=gpu:3 with --gpu-bind=map_gpu:2,0 over two tasks
   as_user "$R" env W="$W" N=mapgpu srun -w n1 -D "$W" -n2 --gres=gpu:3 --gpu-bind=map_gpu:2,0 "$D/probe.sh" || log "job 4 failed"
   as_root "$R" scontrol shutdown || true
@@ -716,9 +717,19 @@ gres_select() {
   name=batch_job_launch_$(sed 's/.*-v\([0-9a-f]*\)-1.bin/v\1/' <<<"$f")
   cp "$f" "$G/$name.bin"
   [ -e "${f%.bin}.cred-payload.bin" ] && cp "${f%.bin}.cred-payload.bin" "$G/batch_job_launch_cred_payload.bin"
-  i=1
+  # The inner srun runs on n1 under its slurmstepd: goldencap sees that
+  # launch as n1's send (both ends are n1's process tree), the other three
+  # as n1's receives.
+  local recvs srcs
+  recvs=$(ls "$D"/out/n1-recv-REQUEST_LAUNCH_TASKS-v*-[0-9].bin | wc -l)
+  if [ "$recvs" -ge 4 ]; then
+    srcs=(n1-recv:1 n1-recv:2 n1-recv:3 n1-recv:4)
+  else
+    srcs=(n1-send:1 n1-recv:1 n1-recv:2 n1-recv:3)
+  fi
+  i=0
   for name in inner pertask shard mapgpu; do
-    f=$(ls "$D"/out/n1-recv-REQUEST_LAUNCH_TASKS-v*-$i.bin)
+    f=$(ls "$D"/out/"${srcs[$i]%:*}"-REQUEST_LAUNCH_TASKS-v*-"${srcs[$i]#*:}".bin)
     cp "$f" "$G/launch_tasks_${name}_$(sed 's/.*-v\([0-9a-f]*\)-[0-9]*.bin/v\1/' <<<"$f").bin"
     [ -e "${f%.bin}.cred-payload.bin" ] && cp "${f%.bin}.cred-payload.bin" "$G/launch_tasks_${name}_cred_payload.bin"
     i=$((i + 1))
@@ -743,6 +754,7 @@ main() {
   callerid) callerid "$2" "$3" ;;
   stepmgr) stepmgr "$2" "$3" "$4" ;;
   gres) gres "$2" "$3" "$4" ;;
+  gres-select) D=$2 gres_select ;;
   bcast2205) SRUN_PORTS=${SRUN_PORTS:-$(($2 + 30))-$(($2 + 79))} bcast2205 "$2" ;;
   recut) # recut DIR: cut a session's traces again (goldencap changed)
     D=$2
