@@ -13,10 +13,9 @@
 #      files), then Sample during $K/cudaload (4 GiB held, memsets) compared
 #      with nvidia-smi (FB used/free, temperature, power, clocks, its pid);
 #   3. $K/slurmd-go -G with gres.conf AutoDetect=nvml;
-#   4. with METRICS_ARGS and METRICS_URL set (the metrics server's flags and
-#      URL, e.g. METRICS_ARGS="--metrics-listen 127.0.0.1:28080"
-#      METRICS_URL=http://127.0.0.1:28080/metrics): the daemon runs, one scrape
-#      during cudaload, DCGM_FI_DEV_FB_USED of GPU 0 against nvidia-smi.
+#   4. the daemon with --metrics-addr=$METRICS_ADDR (default 127.0.0.1:28080;
+#      no slurmctld: it serves and retries registering), one scrape during
+#      cudaload, DCGM_FI_DEV_FB_USED of GPU 0 against nvidia-smi.
 set -u
 K=${KIT:-bin/gpukit}
 OUT=${OUT:-bin/gpu-check}
@@ -51,22 +50,23 @@ timeout 60 $K/slurmd-go -G -f "$conf/slurm.conf" 2>&1 | tee "$OUT/slurmd-G.txt" 
 grep -q 'Name=gpu' "$OUT/slurmd-G.txt" || { echo "FAIL: -G printed no gpu"; fail=1; }
 
 step "4 metrics scrape during CUDA load"
-if [ -n "${METRICS_ARGS:-}" ] && [ -n "${METRICS_URL:-}" ]; then
-	$K/slurmd-go -D -f "$conf/slurm.conf" $METRICS_ARGS >"$OUT/slurmd.log" 2>&1 &
-	dpid=$!
-	$K/cudaload 4096 30 >"$OUT/cudaload.txt" 2>&1 &
-	lpid=$!
-	for _ in $(seq 60); do grep -q ready "$OUT/cudaload.txt" && break; sleep 1; done
-	for _ in $(seq 30); do curl -sf "$METRICS_URL" >"$OUT/metrics.txt" && break; sleep 1; done
-	smi=$(nvidia-smi -i 0 --query-gpu=memory.used --format=csv,noheader,nounits)
-	ours=$(awk '/^DCGM_FI_DEV_FB_USED[{]/ && /gpu="0"/ {print int($NF); exit}' "$OUT/metrics.txt")
-	echo "DCGM_FI_DEV_FB_USED gpu 0: slurmd-go ${ours:-none} MiB, nvidia-smi $smi MiB"
-	if [ -z "$ours" ] || [ $(( ours > smi ? ours - smi : smi - ours )) -gt 512 ]; then echo "FAIL: FB used differs"; fail=1; fi
-	kill "$lpid" "$dpid" 2>/dev/null
-	wait "$lpid" "$dpid" 2>/dev/null
-else
-	echo "skipped: METRICS_ARGS/METRICS_URL not set (metrics server not wired yet)"
-fi
+METRICS_ADDR=${METRICS_ADDR:-127.0.0.1:28080}
+METRICS_URL=http://$METRICS_ADDR/metrics
+scrape() {
+	if command -v curl >/dev/null; then curl -sf "$METRICS_URL"; else python3 -c 'import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$METRICS_URL"; fi
+}
+$K/slurmd-go -D -f "$conf/slurm.conf" --metrics-addr="$METRICS_ADDR" >"$OUT/slurmd.log" 2>&1 &
+dpid=$!
+$K/cudaload 4096 30 >"$OUT/cudaload.txt" 2>&1 &
+lpid=$!
+for _ in $(seq 60); do grep -q ready "$OUT/cudaload.txt" && break; sleep 1; done
+for _ in $(seq 30); do scrape >"$OUT/metrics.txt" 2>/dev/null && grep -q '^DCGM_FI_DEV_FB_USED' "$OUT/metrics.txt" && break; sleep 1; done
+smi=$(nvidia-smi -i 0 --query-gpu=memory.used --format=csv,noheader,nounits)
+ours=$(awk '/^DCGM_FI_DEV_FB_USED[{]/ && /gpu="0"/ {print int($NF); exit}' "$OUT/metrics.txt")
+echo "DCGM_FI_DEV_FB_USED gpu 0: slurmd-go ${ours:-none} MiB, nvidia-smi $smi MiB"
+if [ -z "$ours" ] || [ $(( ours > smi ? ours - smi : smi - ours )) -gt 512 ]; then echo "FAIL: FB used differs"; fail=1; fi
+kill "$lpid" "$dpid" 2>/dev/null
+wait "$lpid" "$dpid" 2>/dev/null
 rm -rf "$conf"
 echo
 echo "device-check: $([ $fail = 0 ] && echo PASS || echo FAIL)"
