@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runDeviceProgram interprets the instructions DeviceProgram emits (the
@@ -118,40 +120,95 @@ func TestDevicesV1_Confines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := `for f in /dev/null /dev/full /dev/zero; do if true < $f 2>/dev/null; then echo $f ok; else echo $f denied; fi; done`
-	cmd2 := exec.Command("/bin/sh", "-c", "read x; "+script)
-	w, err := cmd2.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out2 strings.Builder
-	cmd2.Stdout = &out2
-	if err := cmd2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := dc.AddTask(0, cmd2.Process.Pid, []DeviceRule{zero}); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = w.Write([]byte("go\n"))
-	w.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd2.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("confined shell did not finish in 10s")
-	}
-	want := "/dev/null ok\n/dev/full denied\n/dev/zero denied\n"
-	if out2.String() != want {
-		t.Errorf("confined opens:\n%s\nwant:\n%s", out2.String(), want)
+	if got, want := confinedOpens(t, dc, []DeviceRule{zero}), "/dev/null ok\n/dev/full denied\n/dev/zero denied\n"; got != want {
+		t.Errorf("confined opens:\n%s\nwant:\n%s", got, want)
 	}
 	if err := dc.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	if exists(filepath.Join(mnt, root, "job_77")) {
 		t.Error("job level left behind")
+	}
+}
+
+// confinedOpens runs a shell as task 0 of dc (with taskRules) and returns
+// which of /dev/null, /dev/full and /dev/zero it could open.
+func confinedOpens(t *testing.T, dc DeviceCgroup, taskRules []DeviceRule) string {
+	t.Helper()
+	script := `for f in /dev/null /dev/full /dev/zero; do if true < $f 2>/dev/null; then echo $f ok; else echo $f denied; fi; done`
+	cmd := exec.Command("/bin/sh", "-c", "read x; "+script)
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.AddTask(0, cmd.Process.Pid, taskRules); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal(err)
+	}
+	// The shell opens nothing before it reads: it is in its task level now.
+	_, _ = w.Write([]byte("go\n"))
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(confinedShellTimeout):
+		_ = cmd.Process.Kill()
+		t.Fatalf("confined shell did not finish in %v", confinedShellTimeout)
+	}
+	return out.String()
+}
+
+// confinedShellTimeout bounds confinedOpens' shell.
+const confinedShellTimeout = 10 * time.Second
+
+// TestDevicesV2_Confines runs a real process under the BPF device programs
+// of a cgroup2 hierarchy mounted for the test (this works on a v1 host
+// too: device programs need no controller): the job level denies
+// /dev/full (1:7), the task level also /dev/zero (1:5); /dev/null stays
+// open. Every level must allow an access (BPF_F_ALLOW_MULTI).
+func TestDevicesV2_Confines(t *testing.T) {
+	requireRoot(t)
+	mnt := t.TempDir()
+	if err := unix.Mount("none", mnt, "cgroup2", 0, ""); err != nil {
+		t.Fatalf("mount cgroup2 on %s: %v", mnt, err)
+	}
+	const root = "tiee-test-v2"
+	t.Cleanup(func() {
+		// Deepest first: a cgroup2 directory goes with rmdir only.
+		for _, d := range []string{"job_78/step_0/task_0", "job_78/step_0", "job_78", ""} {
+			_ = rmdirRetry(filepath.Join(mnt, root, d))
+		}
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	m, err := NewDevicesV2(mnt, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := DeviceRule{Major: 1, Minor: 7}
+	zero := DeviceRule{Major: 1, Minor: 5}
+	dc, err := m.Confine(78, "0", []DeviceRule{full}, []DeviceRule{{Major: 1, Minor: 5, Allow: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := confinedOpens(t, dc, []DeviceRule{zero}), "/dev/null ok\n/dev/full denied\n/dev/zero denied\n"; got != want {
+		t.Errorf("confined opens:\n%s\nwant:\n%s", got, want)
+	}
+	if err := dc.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(mnt, root, "job_78", "step_0", "task_0")) {
+		t.Error("task level left behind")
 	}
 }
