@@ -181,10 +181,18 @@ func TestHealth_Retry(t *testing.T) {
 	if c := d.next(t); c.op != "drain" || !strings.HasPrefix(c.reason, ReasonPrefix+"GPU 3") {
 		t.Fatalf("retry %v", c)
 	}
-	if got := h.Drained(); !strings.Contains(got, "XID 79") {
-		t.Fatalf("Drained = %q", got)
+	// Health records the drain once Drain has returned: wait for it.
+	deadline := time.Now().Add(drainedTimeout)
+	for got := h.Drained(); !strings.Contains(got, "XID 79"); got = h.Drained() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Drained = %q after %v", got, drainedTimeout)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
+
+// drainedTimeout bounds the wait for Health to record a drain.
+const drainedTimeout = 5 * time.Second
 
 func TestHealth_ReasonCapped(t *testing.T) {
 	d := newFakeDrainer()
