@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/hostinfo"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,7 +27,7 @@ func ReadCPUMap(root string) (*CPUMap, error) {
 		root = "/"
 	}
 	dir := filepath.Join(root, "sys", "devices", "system", "cpu")
-	cpus, err := onlineCPUs(dir)
+	cpus, err := hostinfo.OnlineCPUs(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -169,39 +170,6 @@ func bitFmt(set []bool) string {
 		i = j
 	}
 	return b.String()
-}
-
-func onlineCPUs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "online"))
-	if err != nil {
-		return nil, fmt.Errorf("gpu: online CPUs: %w", err)
-	}
-	return parseCPUList(strings.TrimSpace(string(b)))
-}
-
-// parseCPUList parses the kernel's list format "0-3,8,10-11".
-func parseCPUList(s string) ([]int, error) {
-	var out []int
-	if s == "" {
-		return nil, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("gpu: bad CPU list %q", s)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
-				return nil, fmt.Errorf("gpu: bad CPU list %q", s)
-			}
-		}
-		for i := a; i <= b; i++ {
-			out = append(out, i)
-		}
-	}
-	return out, nil
 }
 
 func readTrim(dir string, names ...string) (string, bool) {

@@ -22,7 +22,7 @@ type Topology struct {
 // ReadTopology reads root/sys/devices/system/cpu.
 func ReadTopology(root string) (Topology, error) {
 	dir := filepath.Join(root, "sys", "devices", "system", "cpu")
-	cpus, err := onlineCPUs(dir)
+	cpus, err := OnlineCPUs(dir)
 	if err != nil {
 		return Topology{}, err
 	}
@@ -83,9 +83,9 @@ func ReadTopology(root string) (Topology, error) {
 	return t, nil
 }
 
-// onlineCPUs lists online CPUs from dir/online, or every cpuN directory
+// OnlineCPUs lists online CPUs from dir/online, or every cpuN directory
 // when that file is missing.
-func onlineCPUs(dir string) ([]int, error) {
+func OnlineCPUs(dir string) ([]int, error) {
 	if b, err := os.ReadFile(filepath.Join(dir, "online")); err == nil {
 		return parseCPUList(strings.TrimSpace(string(b)))
 	}
