@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.envs, err = s.h.setup(ctx, j); err != nil {
 		return nil, err
 	}
-	s.ex = newExchange(j, s.h, cfg.Sender, cfg.RemoteAddress, cfg.Timeout, s.fail, s.log)
+	s.ex = newExchange(j, s.h, newRetrySender(cfg.Sender, s.log), cfg.RemoteAddress, cfg.Timeout, s.fail, s.log)
 	s.ex.onAbort = cfg.OnAbort
 	s.wg.Add(2)
 	go func() {
