@@ -6,7 +6,8 @@ set -euo pipefail
 # are the MPI programs the pmi2/pmix tests build and run. prometheus: the real Prometheus that
 # TestMetrics runs against the daemon's --metrics-addr.
 pkgs=(slurmctld slurmd slurm-client munge libmunge-dev libslurm-dev gcc make pkg-config iproute2 procps expect tmux strace python3 libpam-slurm-adopt pamtester
-  libpmix-dev mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py prometheus)
+  libpmix-dev mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py prometheus
+  etcd-server containerd runc containernetworking-plugins iptables busybox-static curl openssl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -83,6 +84,9 @@ type Options struct {
 	DaemonArgs []string
 	// NoWait makes Start return without waiting for the nodes to be idle.
 	NoWait bool
+	// Unstarted names static nodes whose daemon Start leaves to the test
+	// (a Kubernetes pod, say); Start waits for the others only.
+	Unstarted []string
 	// Prolog and Epilog are script texts (starting with a #! line). A non-empty one is
 	// written to Dir/prolog or Dir/epilog (0755) and configured as Prolog= / Epilog=
 	// (run by the node daemon as root, see PrologPath/EpilogPath).
@@ -308,11 +312,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.Name, c.Impl, c.Release, c.Root, c.NodeRelease, c.StockVersion, c.NodeRoot, c.Auth, c.SlurmdBin, c.Dir, c.CtldPort, c.Nodes, c.HW)
 
 	c.startCtld(t)
+	var started []string
 	for _, n := range c.Nodes {
-		c.StartNode(t, n.Name)
+		if !slices.Contains(opts.Unstarted, n.Name) {
+			c.StartNode(t, n.Name)
+			started = append(started, n.Name)
+		}
 	}
-	if !opts.NoWait {
-		c.WaitNodes(t, "idle", c.NodeNames(), nodeRegisterTimeout)
+	if !opts.NoWait && len(started) > 0 {
+		c.WaitNodes(t, "idle", started, nodeRegisterTimeout)
 	}
 	return c
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/logging"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/metrics"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/pidfile"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/probes"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
@@ -107,6 +108,7 @@ type Daemon struct {
 	lastCtldMsg atomic.Int64
 	wantResp    atomic.Bool   // ask slurmctld for the TRES list on the next registration
 	regStatus   atomic.Uint32 // status of the next registration (ESLURMD_PROLOG_FAILED drains)
+	ready       probes.State  // what /readyz reports
 	tresMu      sync.Mutex
 	tres        []slurmproto.TRESRec // guarded by tresMu
 
@@ -450,7 +452,7 @@ func (d *Daemon) run(parent context.Context) error {
 	}
 	d.srv = srv
 	if met != nil {
-		metSrv, err := d.startMetrics(ctx, met, metAddr)
+		metSrv, err := d.startMetrics(ctx, met, metAddr, probes.Handlers{State: &d.ready, ListenAddr: cfg.ListenAddr, StepdPath: stepd})
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
 			return err

@@ -3,11 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/gpu"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/jobmgr"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/metrics"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/probes"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/rpcserver"
 )
 
@@ -52,9 +54,12 @@ func (w stepWatcher) JobEnded(jobID uint32) { w.r.JobEnded(jobID) }
 
 var _ jobmgr.StepWatcher = stepWatcher{}
 
-// startMetrics serves m on addr and samples until ctx ends.
-func (d *Daemon) startMetrics(ctx context.Context, m *metrics.Metrics, addr string) (*metrics.Server, error) {
+// startMetrics serves m and the Kubernetes probes on addr and samples
+// until ctx ends.
+func (d *Daemon) startMetrics(ctx context.Context, m *metrics.Metrics, addr string, p probes.Handlers) (*metrics.Server, error) {
 	s := metrics.NewServer(addr, m.Registry, d.log)
+	s.Handle("/livez", http.HandlerFunc(p.Livez))
+	s.Handle("/readyz", http.HandlerFunc(p.Readyz))
 	if err := s.Start(); err != nil {
 		return nil, fmt.Errorf("daemon: unable to serve metrics: %w", err)
 	}

@@ -196,11 +196,13 @@ func (d *Daemon) register(ctx context.Context) error {
 	defer cancel()
 	v, err := d.ctld.Negotiate(rctx)
 	if err != nil {
+		d.ready.Failed(err)
 		return err
 	}
 	msg := d.registrationMsg(v)
 	reply, err := d.ctld.Call(rctx, msg, auth.UIDAny)
 	if err != nil {
+		d.ready.Failed(err)
 		return err
 	}
 	switch r := reply.(type) {
@@ -212,11 +214,25 @@ func (d *Daemon) register(ctx context.Context) error {
 		d.log.Debug("slurmctld sent back TRES", "count", len(r.TRES))
 	case *slurmproto.ReturnCode:
 		if r.RC != 0 {
+			d.ready.Refused(slurmproto.RCName(r.RC))
 			return fmt.Errorf("daemon: registration refused: %s", slurmproto.RCName(r.RC))
 		}
+		if msg.Flags&slurmproto.RegFlagResp != 0 {
+			// slurmctld answers an invalid registration (INVALID_REG: too
+			// few CPUs or memory, say) with SLURM_SUCCESS but without the
+			// response asked for, "to avoid having slurmd try to register
+			// again continuously" (_slurm_rpc_node_registration). Stock slurmd
+			// does not retry either; only readiness says so.
+			d.ready.Refused("invalid registration (slurmctld sent no node registration response; its log and the node's Reason say why)")
+			d.log.Warn("slurmctld found the registration invalid", "node", cfg.NodeName)
+			return nil
+		}
 	default:
-		return fmt.Errorf("daemon: unexpected registration reply %s", reply.MsgType())
+		err := fmt.Errorf("daemon: unexpected registration reply %s", reply.MsgType())
+		d.ready.Failed(err)
+		return err
 	}
+	d.ready.Registered()
 	d.log.Info("registered with slurmctld", "cpus", msg.CPUs, "real_memory", msg.RealMemory, "release", slurmproto.ReleaseName(v))
 	return nil
 }
