@@ -82,7 +82,7 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration ./...
 
-test: deps lint unit fuzz interop integration bench-smoke ## every test, the real-cluster ones included
+test: deps lint unit fuzz interop integration k8s-test bench-smoke ## every test, the real-cluster ones included (k8s-test: the chart on a real Kubernetes)
 
 # Each stack (Slurm release / auth type) writes its own results directory and RFC blocks.
 BENCH_2205 := -out bench/results/latest
