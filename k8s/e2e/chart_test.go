@@ -74,15 +74,16 @@ func (e env) helm(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// install installs the chart as release name in namespace ns, and
-// uninstalls it when the test ends.
-func (e env) install(t *testing.T, name, ns string, set ...string) {
+// install installs the chart as release name in namespace ns with the
+// --set values set (and any further helm flags), and uninstalls it when
+// the test ends.
+func (e env) install(t *testing.T, name, ns string, set []string, flags ...string) {
 	t.Helper()
 	args := []string{"install", name, filepath.Join(e.root, "k8s/chart"), "-n", ns, "--create-namespace"}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	e.helm(t, args...)
+	e.helm(t, append(args, flags...)...)
 	t.Cleanup(func() {
 		exec.Command(filepath.Join(e.bin, "helm"), "uninstall", name, "-n", ns, "--wait", "--timeout", "60s").Run()
 		// The last release's namespace goes with it (helm leaves it).
@@ -214,7 +215,7 @@ func TestChart(t *testing.T) {
 
 	// Not Ready before registration: slurmctld is down.
 	c.KillCtld(t, syscall.SIGTERM)
-	e.install(t, "slurmd", ns, set...)
+	e.install(t, "slurmd", ns, set)
 	pod := e.pod(t, ns, "slurmd")
 	if body := waitProbe(t, httpPort, "/livez", 200); body != "ok" {
 		t.Fatalf("/livez: %q", body)
@@ -248,7 +249,7 @@ func TestChart(t *testing.T) {
 
 	// A refused registration: t9 is not Ready and says why.
 	bad := freePort(t)
-	e.install(t, "refused", ns, "node.name=t9", "config.hostPath="+c.Dir, "node.port="+strconv.Itoa(badPort), "probes.port="+strconv.Itoa(bad))
+	e.install(t, "refused", ns, []string{"node.name=t9", "config.hostPath=" + c.Dir, "node.port=" + strconv.Itoa(badPort), "probes.port=" + strconv.Itoa(bad)})
 	badPod := e.pod(t, ns, "refused")
 	waitProbeBody(t, bad, "invalid registration")
 	e.ready(t, ns, badPod.Name, corev1.ConditionFalse)

@@ -39,6 +39,14 @@ type Flags struct {
 	// "on" the documented loopback port, "PORT", "HOST" or "HOST:PORT"
 	// (metrics.ResolveAddr).
 	MetricsAddr string
+	// Kubernetes (slurmd-go only): K8sNode names the pod's Node, whose
+	// labels are watched; K8sFeatureLabels are label keys whose values
+	// become node features; K8sTopologyLabels is a k8stopo vocabulary
+	// name or label keys coarse to fine, K8sBlockLabel the block's key.
+	K8sNode           string
+	K8sFeatureLabels  []string
+	K8sTopologyLabels []string
+	K8sBlockLabel     string
 }
 
 // MetricsAddrEnv enables the metrics server like --metrics-addr (the flag wins).
@@ -70,6 +78,10 @@ func ParseFlags(prog string, args []string) (Flags, error) {
 	fs.BoolVarP(&f.PrintGres, "print-gres", "G", false, "print GRES configuration and exit")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on `[host:]port` (alone: 127.0.0.1:9818; slurmd-go only)")
 	fs.Lookup("metrics-addr").NoOptDefVal = "on"
+	fs.StringVar(&f.K8sNode, "k8s-node", "", "watch this Kubernetes `node`'s labels (slurmd-go only)")
+	fs.StringSliceVar(&f.K8sFeatureLabels, "k8s-feature-labels", nil, "label `keys` whose values become node features")
+	fs.StringSliceVar(&f.K8sTopologyLabels, "k8s-topology-labels", nil, "a vocabulary (kubernetes, coreweave, nebius, aws, gcp, oci, topograph) or label `keys`, coarse to fine")
+	fs.StringVar(&f.K8sBlockLabel, "k8s-block-label", "", "the label `key` of the node's block")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: %s [OPTIONS]\n%s", prog, fs.FlagUsages())
 	}

@@ -109,6 +109,7 @@ type Daemon struct {
 	wantResp    atomic.Bool   // ask slurmctld for the TRES list on the next registration
 	regStatus   atomic.Uint32 // status of the next registration (ESLURMD_PROLOG_FAILED drains)
 	ready       probes.State  // what /readyz reports
+	k8s         k8sState      // what the Kubernetes Node's labels gave (--k8s-node)
 	tresMu      sync.Mutex
 	tres        []slurmproto.TRESRec // guarded by tresMu
 
@@ -494,6 +495,10 @@ func (d *Daemon) run(parent context.Context) error {
 
 	d.startGPUHealth(ctx, cfg, gn)
 	d.HealthCheck() // slurmd runs HealthCheckProgram once at start
+	if err := d.startK8s(ctx, cfg); err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
 	d.Reregister()
 loop:
 	for {

@@ -278,6 +278,9 @@ func (d *Daemon) registrationMsg(v uint16) *slurmproto.NodeRegistrationStatus {
 	if d.wantResp.Load() {
 		m.Flags |= slurmproto.RegFlagResp
 	}
+	if feats, ok := d.k8sFeatures(cfg); ok {
+		m.FeaturesAvail, m.FeaturesActive = feats, feats
+	}
 	if cfg.Flags.Dynamic {
 		m.DynamicType = slurmproto.DynNodeNorm
 		m.DynamicConf = dynamicConf(cfg.NodeName, cfg.Flags.DynamicConf, hw)

@@ -108,13 +108,21 @@ func Map(labels map[string]string, cfg Config) (Placement, error) {
 	if len(missing) > 0 {
 		return Placement{}, fmt.Errorf("%w: node labels lack %s", ErrNoTopology, strings.Join(missing, ", "))
 	}
-	for _, k := range cfg.Features {
+	p.Features = Features(labels, cfg.Features)
+	return p, nil
+}
+
+// Features are the values of the labels keys names, as Slurm names,
+// sorted; absent labels are left out. Never nil.
+func Features(labels map[string]string, keys []string) []string {
+	out := []string{}
+	for _, k := range keys {
 		if v := labels[k]; v != "" {
-			p.Features = append(p.Features, Name(v))
+			out = append(out, Name(v))
 		}
 	}
-	sort.Strings(p.Features)
-	return p, nil
+	sort.Strings(out)
+	return out
 }
 
 // MaxName is the longest name kept as is; longer values are hashed, as

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/k8snode"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/k8stopo"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
+)
+
+// K8sLabelsTimeout bounds the wait for the Node's labels before the
+// first registration, so that it already carries their features.
+const K8sLabelsTimeout = 10 * time.Second
+
+// k8sState is what the Node's labels gave; nil features until the first
+// label set.
+type k8sState struct {
+	mu        sync.Mutex
+	features  []string // sorted; nil: none delivered yet
+	placement *k8stopo.Placement
+}
+
+// topoConfig reads the --k8s-* flags.
+func topoConfig(f config.Flags) (k8stopo.Config, error) {
+	cfg := k8stopo.Config{Features: f.K8sFeatureLabels}
+	switch len(f.K8sTopologyLabels) {
+	case 0:
+	case 1:
+		if v, ok := k8stopo.VocabularyNamed(f.K8sTopologyLabels[0]); ok {
+			cfg.Vocabulary = v
+			break
+		}
+		fallthrough
+	default:
+		cfg.Tiers = f.K8sTopologyLabels
+	}
+	if f.K8sBlockLabel != "" {
+		cfg.Block = f.K8sBlockLabel
+	}
+	if len(cfg.Tiers) == 0 && cfg.Block != "" {
+		return cfg, fmt.Errorf("daemon: --k8s-block-label needs --k8s-topology-labels")
+	}
+	return cfg, nil
+}
+
+// startK8s watches the pod's Node (--k8s-node) and waits, at most
+// K8sLabelsTimeout, for its first labels.
+func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
+	f := cfg.Flags
+	if f.K8sNode == "" {
+		return nil
+	}
+	tc, err := topoConfig(f)
+	if err != nil {
+		return err
+	}
+	rc, err := k8snode.Config()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("daemon: Kubernetes client: %w", err)
+	}
+	first := make(chan struct{})
+	var once sync.Once
+	log := d.log.Named("k8s")
+	w := &k8snode.Watcher{Node: f.K8sNode, Client: cs, Log: log, OnLabels: func(l map[string]string) {
+		if d.applyLabels(l, tc) {
+			d.Reregister()
+		}
+		once.Do(func() { close(first) })
+	}}
+	go w.Run(ctx)
+	select {
+	case <-first:
+	case <-time.After(K8sLabelsTimeout):
+		log.Warn("no labels from the Kubernetes node yet; registering without them", "k8s_node", f.K8sNode, "waited", K8sLabelsTimeout.String())
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// applyLabels turns a label set into features and placement; it reports
+// whether the features changed (slurmctld then needs a registration).
+// A label set that gives no topology keeps the last placement.
+func (d *Daemon) applyLabels(labels map[string]string, tc k8stopo.Config) bool {
+	feats := k8stopo.Features(labels, tc.Features)
+	log := d.log.Named("k8s")
+	var place *k8stopo.Placement
+	if len(tc.Tiers) > 0 {
+		p, err := k8stopo.Map(labels, tc)
+		if err != nil {
+			log.Error("node labels give no topology; keeping the last one", "error", err)
+		} else {
+			place = &p
+		}
+	}
+	d.k8s.mu.Lock()
+	defer d.k8s.mu.Unlock()
+	if place != nil {
+		if d.k8s.placement == nil || d.k8s.placement.Spec("") != place.Spec("") || d.k8s.placement.Block != place.Block {
+			log.Info("node topology from labels", "tiers", strings.Join(place.Tiers, ":"), "block", place.Block)
+		}
+		d.k8s.placement = place
+	}
+	if d.k8s.features != nil && slices.Equal(d.k8s.features, feats) {
+		return false
+	}
+	log.Info("node features from labels", "features", strings.Join(feats, ","))
+	d.k8s.features = feats
+	return true
+}
+
+// k8sFeatures is the features registration sends (features_avail and
+// features_active): without a node_features plugin slurmctld replaces the
+// node's features with them, so the node's own (its NodeName line, or -Z
+// --conf's Features=) come first. ok is false without label features.
+func (d *Daemon) k8sFeatures(cfg *config.Config) (string, bool) {
+	d.k8s.mu.Lock()
+	labels := d.k8s.features
+	d.k8s.mu.Unlock()
+	if labels == nil {
+		return "", false
+	}
+	var own []string
+	if cfg.Flags.Dynamic {
+		if n, err := slurmconf.ParseNodeLine(cfg.Flags.DynamicConf); err == nil {
+			own = n.Features
+		}
+	} else if cfg.Conf != nil {
+		if n, ok := cfg.Conf.Node(cfg.NodeName); ok {
+			own = n.Features
+		}
+	}
+	all := slices.Clone(own)
+	for _, f := range labels {
+		if !slices.Contains(all, f) {
+			all = append(all, f)
+		}
+	}
+	return strings.Join(all, ","), true
+}

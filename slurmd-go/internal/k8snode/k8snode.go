@@ -1,0 +1,103 @@
+package k8snode
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ResyncPeriod re-delivers the Node's labels even without a change, so a
+// handler that failed once gets them again.
+const ResyncPeriod = 5 * time.Minute
+
+// Config returns the API client config: $KUBECONFIG when set, else the
+// pod's service account (in-cluster).
+func Config() (*rest.Config, error) {
+	if kc := os.Getenv("KUBECONFIG"); kc != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", kc)
+		if err != nil {
+			return nil, fmt.Errorf("k8snode: kubeconfig %s: %w", kc, err)
+		}
+		return c, nil
+	}
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("k8snode: not in a pod and no KUBECONFIG: %w", err)
+	}
+	return c, nil
+}
+
+// Watcher delivers the labels of one Node.
+type Watcher struct {
+	Node   string
+	Client kubernetes.Interface
+	Log    hclog.Logger
+	// OnLabels gets each label set that differs from the last one
+	// delivered (a copy: the handler may keep it).
+	OnLabels func(map[string]string)
+
+	mu   sync.Mutex
+	last map[string]string
+	seen bool
+}
+
+// Run watches until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	// The typed client, not its REST client: the fake clientset of the
+	// unit tests has none.
+	sel := fields.OneTermEqualSelector("metadata.name", w.Node).String()
+	nodes := w.Client.CoreV1().Nodes()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return nodes.Watch(ctx, o)
+		},
+	}
+	_, inf := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &corev1.Node{},
+		ResyncPeriod:  ResyncPeriod,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { w.deliver(o) },
+			UpdateFunc: func(_, o any) { w.deliver(o) },
+			DeleteFunc: func(any) { w.Log.Warn("the Kubernetes node is gone; keeping its last labels", "k8s_node", w.Node) },
+		},
+	})
+	w.Log.Info("watching the Kubernetes node", "k8s_node", w.Node)
+	inf.RunWithContext(ctx)
+}
+
+func (w *Watcher) deliver(o any) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	if w.seen && maps.Equal(w.last, n.Labels) {
+		w.mu.Unlock()
+		return
+	}
+	w.last, w.seen = maps.Clone(n.Labels), true
+	labels := maps.Clone(n.Labels)
+	w.mu.Unlock()
+	w.Log.Debug("node labels", "k8s_node", w.Node, "count", len(labels))
+	w.OnLabels(labels)
+}

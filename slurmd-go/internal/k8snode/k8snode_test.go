@@ -1,0 +1,40 @@
+package k8snode
+
+import (
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The watch itself runs against a real API server in k8s/e2e
+// (TestChart_Labels); this checks what is delivered.
+func TestWatcher_DeliversLabelChangesOnly(t *testing.T) {
+	var got []map[string]string
+	w := &Watcher{Node: "n1", Log: hclog.NewNullLogger(), OnLabels: func(l map[string]string) { got = append(got, l) }}
+	node := func(zone string, unsched bool) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": zone}}, Spec: corev1.NodeSpec{Unschedulable: unsched}}
+	}
+	w.deliver(node("a", false))
+	w.deliver(node("a", true)) // a cordon is not a label change
+	w.deliver(node("b", true))
+	w.deliver("not a node")
+	if len(got) != 2 || got[0]["zone"] != "a" || got[1]["zone"] != "b" {
+		t.Fatalf("delivered %v", got)
+	}
+	got[1]["zone"] = "changed by the handler"
+	w.deliver(node("b", false))
+	if len(got) != 2 {
+		t.Fatalf("the handler's copy was the watcher's: %v", got)
+	}
+}
+
+func TestWatcher_FirstEmptyLabelSetDelivered(t *testing.T) {
+	n := 0
+	w := &Watcher{Node: "n1", Log: hclog.NewNullLogger(), OnLabels: func(map[string]string) { n++ }}
+	w.deliver(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	if n != 1 {
+		t.Fatalf("%d deliveries", n)
+	}
+}
