@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
 )
@@ -86,4 +88,54 @@ func TestChart_Labels(t *testing.T) {
 	c.WaitJob(t, id, jobTimeout, "COMPLETED")
 	// The new zone places jobs, the old one no longer matches.
 	c.MustRun(t, cluster.TestUser, "srun", "-C", "zone-b", "-w", "t2", "true")
+
+	// Cordon drains with the k8s: reason, uncordon resumes.
+	t.Cleanup(func() { e.cordon(t, false) })
+	drained := func(reason string) func() (bool, string) {
+		return func() (bool, string) {
+			n := c.ShowNode(t, "t2")
+			// scontrol appends " [user@time]" to the reason
+			return strings.Contains(n["State"], "DRAIN") && strings.HasPrefix(n["Reason"], reason+" ["), n["State"] + " " + n["Reason"]
+		}
+	}
+	e.cordon(t, true)
+	c.WaitFor(t, "t2 drained for the cordon", readyTimeout, drained("k8s: node cordoned"))
+	e.cordon(t, false)
+	c.WaitNodes(t, "idle", []string{"t2"}, readyTimeout)
+	// (24.11's slurmctld keeps showing the last Reason of a resumed node)
+	if st := c.ShowNode(t, "t2")["State"]; strings.Contains(st, "DRAIN") {
+		t.Fatalf("State=%s after uncordon", st)
+	}
+	// An administrator's drain survives a cordon and an uncordon.
+	c.MustRun(t, "", "scontrol", "update", "nodename=t2", "state=drain", "reason=admin maintenance")
+	e.cordon(t, true)
+	waitLog(t, c.NodeLog("t2"), "the node is already drained, its reason is kept", 1)
+	e.cordon(t, false)
+	waitLog(t, c.NodeLog("t2"), "no drain of ours to lift", 1)
+	if ok, st := drained("admin maintenance")(); !ok {
+		t.Fatalf("the admin's drain after cordon and uncordon: %s", st)
+	}
+	c.MustRun(t, "", "scontrol", "update", "nodename=t2", "state=resume")
+}
+
+// cordon sets the Node's spec.unschedulable, as kubectl cordon/uncordon.
+func (e env) cordon(t *testing.T, on bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+	if _, err := e.cs.CoreV1().Nodes().Patch(context.Background(), k8sNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("cordon=%t: %v", on, err)
+	}
+}
+
+// waitLog waits until file holds at least n lines containing s.
+func waitLog(t *testing.T, file, s string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, readyTimeout, true, func(context.Context) (bool, error) {
+		b, _ := os.ReadFile(file)
+		return strings.Count(string(b), s) >= n, nil
+	})
+	if err != nil {
+		b, _ := os.ReadFile(file)
+		t.Fatalf("%s: no %q within %v:\n%s", file, s, readyTimeout, b)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -14,11 +15,19 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/k8snode"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/k8stopo"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 // K8sLabelsTimeout bounds the wait for the Node's labels before the
 // first registration, so that it already carries their features.
 const K8sLabelsTimeout = 10 * time.Second
+
+// K8sDrainTimeout bounds one drain or resume that a cordon asks for.
+const K8sDrainTimeout = 30 * time.Second
+
+// CordonReason drains the node of a cordoned Kubernetes node. Only a drain
+// with this reason is lifted on uncordon: an administrator's is never.
+const CordonReason = "k8s: node cordoned"
 
 // k8sState is what the Node's labels gave; nil features until the first
 // label set.
@@ -26,6 +35,9 @@ type k8sState struct {
 	mu        sync.Mutex
 	features  []string // sorted; nil: none delivered yet
 	placement *k8stopo.Placement
+
+	cordoned atomic.Bool // what Kubernetes says now
+	cordonMu sync.Mutex  // one drain or resume at a time
 }
 
 // topoConfig reads the --k8s-* flags.
@@ -78,6 +90,9 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 			d.Reregister()
 		}
 		once.Do(func() { close(first) })
+	}, OnCordon: func(c bool) {
+		d.k8s.cordoned.Store(c)
+		go d.syncCordon(ctx) // RPCs to slurmctld: off the informer's goroutine
 	}}
 	go w.Run(ctx)
 	select {
@@ -87,6 +102,45 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// syncCordon makes slurmctld's drain follow the cordon: drained with
+// CordonReason while cordoned (unless already drained for another reason),
+// resumed on uncordon only if that drain is still ours.
+func (d *Daemon) syncCordon(ctx context.Context) {
+	d.k8s.cordonMu.Lock()
+	defer d.k8s.cordonMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, K8sDrainTimeout)
+	defer cancel()
+	node := d.config().NodeName
+	log := d.log.Named("k8s")
+	if !d.k8s.cordoned.Load() {
+		resumed, err := d.ctld.ResumeIfReason(ctx, node, CordonReason)
+		if err != nil {
+			log.Error("resuming the node after uncordon failed", "error", err)
+		} else if resumed {
+			log.Info("Kubernetes node uncordoned: node resumed")
+		} else {
+			log.Info("Kubernetes node uncordoned; no drain of ours to lift")
+		}
+		return
+	}
+	r, err := d.ctld.Node(ctx, node)
+	if err != nil {
+		log.Error("reading the node before draining it failed", "error", err)
+		return
+	}
+	if r.NodeState&slurmproto.NodeStateDrain != 0 {
+		if r.Reason != CordonReason {
+			log.Info("Kubernetes node cordoned; the node is already drained, its reason is kept", "reason", r.Reason)
+		}
+		return
+	}
+	if err := d.ctld.Drain(ctx, node, CordonReason); err != nil {
+		log.Error("draining the cordoned node failed", "error", err)
+		return
+	}
+	log.Info("Kubernetes node cordoned: node drained", "reason", CordonReason)
 }
 
 // applyLabels turns a label set into features and placement; it reports

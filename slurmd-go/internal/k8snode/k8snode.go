@@ -49,10 +49,14 @@ type Watcher struct {
 	// OnLabels gets each label set that differs from the last one
 	// delivered (a copy: the handler may keep it).
 	OnLabels func(map[string]string)
+	// OnCordon, if set, gets spec.unschedulable whenever it changes
+	// (first delivery included).
+	OnCordon func(cordoned bool)
 
-	mu   sync.Mutex
-	last map[string]string
-	seen bool
+	mu       sync.Mutex
+	last     map[string]string
+	seen     bool
+	cordoned bool
 }
 
 // Run watches until ctx ends.
@@ -91,13 +95,17 @@ func (w *Watcher) deliver(o any) {
 		return
 	}
 	w.mu.Lock()
-	if w.seen && maps.Equal(w.last, n.Labels) {
-		w.mu.Unlock()
-		return
-	}
-	w.last, w.seen = maps.Clone(n.Labels), true
+	first := !w.seen
+	labelsChanged := first || !maps.Equal(w.last, n.Labels)
+	cordonChanged := first || w.cordoned != n.Spec.Unschedulable
+	w.last, w.seen, w.cordoned = maps.Clone(n.Labels), true, n.Spec.Unschedulable
 	labels := maps.Clone(n.Labels)
 	w.mu.Unlock()
-	w.Log.Debug("node labels", "k8s_node", w.Node, "count", len(labels))
-	w.OnLabels(labels)
+	if labelsChanged {
+		w.Log.Debug("node labels", "k8s_node", w.Node, "count", len(labels))
+		w.OnLabels(labels)
+	}
+	if cordonChanged && w.OnCordon != nil {
+		w.OnCordon(n.Spec.Unschedulable)
+	}
 }

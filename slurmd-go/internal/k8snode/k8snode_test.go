@@ -12,7 +12,9 @@ import (
 // (TestChart_Labels); this checks what is delivered.
 func TestWatcher_DeliversLabelChangesOnly(t *testing.T) {
 	var got []map[string]string
-	w := &Watcher{Node: "n1", Log: hclog.NewNullLogger(), OnLabels: func(l map[string]string) { got = append(got, l) }}
+	var cordons []bool
+	w := &Watcher{Node: "n1", Log: hclog.NewNullLogger(), OnLabels: func(l map[string]string) { got = append(got, l) },
+		OnCordon: func(c bool) { cordons = append(cordons, c) }}
 	node := func(zone string, unsched bool) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": zone}}, Spec: corev1.NodeSpec{Unschedulable: unsched}}
 	}
@@ -23,8 +25,14 @@ func TestWatcher_DeliversLabelChangesOnly(t *testing.T) {
 	if len(got) != 2 || got[0]["zone"] != "a" || got[1]["zone"] != "b" {
 		t.Fatalf("delivered %v", got)
 	}
+	if len(cordons) != 2 || cordons[0] || !cordons[1] {
+		t.Fatalf("cordons %v, want false then true", cordons)
+	}
 	got[1]["zone"] = "changed by the handler"
 	w.deliver(node("b", false))
+	if len(cordons) != 3 || cordons[2] {
+		t.Fatalf("uncordon: %v", cordons)
+	}
 	if len(got) != 2 {
 		t.Fatalf("the handler's copy was the watcher's: %v", got)
 	}
