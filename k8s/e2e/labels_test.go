@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -115,7 +116,33 @@ func TestChart_Labels(t *testing.T) {
 	if ok, st := drained("admin maintenance")(); !ok {
 		t.Fatalf("the admin's drain after cordon and uncordon: %s", st)
 	}
+	// The Slurm drain shows on the Node, and goes with the resume.
+	e.waitCondition(t, "SlurmNodeDrained", corev1.ConditionTrue, "admin maintenance")
 	c.MustRun(t, "", "scontrol", "update", "nodename=t2", "state=resume")
+	e.waitCondition(t, "SlurmNodeDrained", corev1.ConditionFalse, "not drained")
+}
+
+// waitCondition waits for the Node's condition typ to have status and a
+// message containing msg.
+func (e env) waitCondition(t *testing.T, typ corev1.NodeConditionType, status corev1.ConditionStatus, msg string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := e.cs.CoreV1().Nodes().Get(ctx, k8sNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == typ {
+				last = string(c.Status) + " " + c.Message
+				return c.Status == status && strings.Contains(c.Message, msg), nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("Node condition %s never %s with %q within %v; last: %q", typ, status, msg, readyTimeout, last)
+	}
 }
 
 // cordon sets the Node's spec.unschedulable, as kubectl cordon/uncordon.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
@@ -24,6 +27,13 @@ const K8sLabelsTimeout = 10 * time.Second
 
 // K8sDrainTimeout bounds one drain or resume that a cordon asks for.
 const K8sDrainTimeout = 30 * time.Second
+
+// K8sStatePeriod is how often slurmctld's view of the node is read for
+// the Node's SlurmNodeDrained condition.
+const K8sStatePeriod = 5 * time.Second
+
+// DrainCondition is the Node condition that shows a Slurm drain.
+const DrainCondition = "SlurmNodeDrained"
 
 // CordonReason drains the node of a cordoned Kubernetes node. Only a drain
 // with this reason is lifted on uncordon: an administrator's is never.
@@ -95,6 +105,7 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 		go d.syncCordon(ctx) // RPCs to slurmctld: off the informer's goroutine
 	}}
 	go w.Run(ctx)
+	go d.reportDrain(ctx, cs, f.K8sNode)
 	select {
 	case <-first:
 	case <-time.After(K8sLabelsTimeout):
@@ -141,6 +152,45 @@ func (d *Daemon) syncCordon(ctx context.Context) {
 		return
 	}
 	log.Info("Kubernetes node cordoned: node drained", "reason", CordonReason)
+}
+
+// reportDrain keeps the Node's DrainCondition equal to slurmctld's drain
+// of this node (True with the reason while drained), patching only on a
+// change.
+func (d *Daemon) reportDrain(ctx context.Context, cs kubernetes.Interface, k8sNode string) {
+	log := d.log.Named("k8s")
+	t := time.NewTicker(K8sStatePeriod)
+	defer t.Stop()
+	last := ""
+	for {
+		rctx, cancel := context.WithTimeout(ctx, K8sDrainTimeout)
+		r, err := d.ctld.Node(rctx, d.config().NodeName)
+		if err == nil {
+			status, reason, msg := corev1.ConditionFalse, "SlurmNotDrained", "the Slurm node is not drained"
+			if r.NodeState&slurmproto.NodeStateDrain != 0 {
+				status, reason, msg = corev1.ConditionTrue, "SlurmDrained", "drained in Slurm: "+r.Reason
+			}
+			if key := string(status) + msg; key != last {
+				now := metav1.Now()
+				patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+					Type: DrainCondition, Status: status, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now,
+				}}}})
+				if _, err = cs.CoreV1().Nodes().PatchStatus(rctx, k8sNode, patch); err == nil {
+					last = key
+					log.Debug("node condition", "type", DrainCondition, "status", status, "message", msg)
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			log.Warn("updating the node's Slurm drain condition failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // applyLabels turns a label set into features and placement; it reports
