@@ -77,7 +77,7 @@ func Layer(files []File) (v1.Layer, error) {
 		default:
 			body = f.Data
 		}
-		if body != nil || (!f.Dir && f.Link == "") {
+		if !f.Dir && f.Link == "" {
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(body))
 		}
 		if err := tw.WriteHeader(h); err != nil {

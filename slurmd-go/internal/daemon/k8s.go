@@ -29,8 +29,10 @@ const K8sLabelsTimeout = 10 * time.Second
 const K8sDrainTimeout = 30 * time.Second
 
 // K8sStatePeriod is how often slurmctld's view of the node is read for
-// the Node's SlurmNodeDrained condition.
-const K8sStatePeriod = 5 * time.Second
+// the Node's SlurmNodeDrained condition: one REQUEST_NODE_INFO_SINGLE per
+// node per period, kept slow so that a thousand nodes cost slurmctld
+// about 30 RPCs a second.
+const K8sStatePeriod = 30 * time.Second
 
 // DrainCondition is the Node condition that shows a Slurm drain.
 const DrainCondition = "SlurmNodeDrained"

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +18,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
-
-// ResyncPeriod re-delivers the Node's labels even without a change, so a
-// handler that failed once gets them again.
-const ResyncPeriod = 5 * time.Minute
 
 // Config returns the API client config: $KUBECONFIG when set, else the
 // pod's service account (in-cluster).
@@ -78,7 +73,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	_, inf := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.Node{},
-		ResyncPeriod:  ResyncPeriod,
+		// No resync: deliver drops a Node whose labels and cordon did not change.
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { w.deliver(o) },
 			UpdateFunc: func(_, o any) { w.deliver(o) },

@@ -19,7 +19,6 @@ type State struct {
 	mu     sync.Mutex
 	ok     bool
 	reason string
-	since  time.Time
 }
 
 // Registered records a registration slurmctld accepted.
@@ -35,9 +34,6 @@ func (s *State) Failed(err error) { s.set(false, "not registered: "+err.Error())
 func (s *State) set(ok bool, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ok != ok || s.reason != reason {
-		s.since = time.Now()
-	}
 	s.ok, s.reason = ok, reason
 }
 
