@@ -23,6 +23,8 @@ func TestChart_ServerDryRun(t *testing.T) {
 		{"static-configMap-authslurm", []string{"config.configMap=slurm-conf", "auth.slurmKeySecret=slurm-key", "auth.mungeSocketDir="}},
 		{"dynamic-configless", []string{"node.mode=dynamic", "node.conf=Features=gpu", "controller.host=slurmctld.slurm.svc", "controller.port=6817"}},
 		{"unprivileged", []string{"config.configMap=slurm-conf", "unprivileged=true", "nodeSelector.nvidia\\.com/gpu\\.present=true", "resources.limits.memory=1Gi"}},
+		{"topology-controller", []string{"config.configMap=slurm-conf", "topology.controller.enabled=true", "topology.controller.plugin=block", "topology.controller.blockSizes={2,4}"}},
+		{"topology-controller-file", []string{"config.hostPath=/etc/slurm", "topology.controller.enabled=true", "topology.controller.file=/etc/slurm/topology.conf"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"template", "tiee", filepath.Join(e.root, "k8s/chart"), "-n", "default"}
@@ -41,8 +43,12 @@ func TestChart_ServerDryRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("server-side dry run: %v\n%s\nmanifests:\n%s", err, out, manifests)
 			}
-			if n := strings.Count(string(out), "(server dry run)"); n < 6 {
-				t.Fatalf("dry run accepted %d objects, want 6:\n%s", n, out)
+			want := 6
+			if strings.Contains(manifests, "kind: Deployment") {
+				want = 12 // and the topology controller's six
+			}
+			if n := strings.Count(string(out), "(server dry run)"); n < want {
+				t.Fatalf("dry run accepted %d objects, want %d:\n%s", n, want, out)
 			}
 		})
 	}

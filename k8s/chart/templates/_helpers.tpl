@@ -10,3 +10,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- /* cluster-scoped objects: one per namespace and release */ -}}
 {{- define "slurmd-go.clusterName" -}}{{ printf "%s-%s" .Release.Namespace .Release.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- /* the topology controller's pod: not selected as a slurmd-go pod */ -}}
+{{- define "slurmd-go.topologyLabels" -}}
+app.kubernetes.io/name: slurmd-go-topology
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}

@@ -9,9 +9,15 @@ import (
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/daemon"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/topoctl"
 )
 
 func main() {
+	// slurmd-go only: `slurmd-go topology ...` (stock slurmd takes no
+	// positional arguments, so no flag line can mean this).
+	if len(os.Args) > 1 && os.Args[1] == "topology" {
+		os.Exit(topoctl.Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	flags, err := config.ParseFlags(os.Args[0], os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)

@@ -75,6 +75,23 @@ func LoadAs(f Flags, version uint16) (*Config, error) {
 	return c, nil
 }
 
+// CtldHosts are slurm.conf's SlurmctldHost entries as host:port, primary
+// first.
+func CtldHosts(conf *slurmconf.Config) ([]string, error) {
+	var hosts []string
+	for _, h := range conf.SlurmctldHost {
+		a := h.Addr
+		if a == "" {
+			a = h.Name
+		}
+		hosts = append(hosts, net.JoinHostPort(a, strconv.Itoa(int(conf.SlurmctldPort))))
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("config: %s names no SlurmctldHost", conf.File)
+	}
+	return hosts, nil
+}
+
 // Resolve applies the command line to a parsed slurm.conf.
 func Resolve(f Flags, conf *slurmconf.Config) (*Config, error) {
 	host, _ := os.Hostname()
@@ -120,15 +137,9 @@ func Resolve(f Flags, conf *slurmconf.Config) (*Config, error) {
 	if f.LogFile != "" {
 		c.LogFile = f.LogFile
 	}
-	for _, h := range conf.SlurmctldHost {
-		a := h.Addr
-		if a == "" {
-			a = h.Name
-		}
-		c.CtldHosts = append(c.CtldHosts, net.JoinHostPort(a, strconv.Itoa(int(conf.SlurmctldPort))))
-	}
-	if len(c.CtldHosts) == 0 {
-		return nil, fmt.Errorf("config: %s names no SlurmctldHost", conf.File)
+	var err error
+	if c.CtldHosts, err = CtldHosts(conf); err != nil {
+		return nil, err
 	}
 	_, static := conf.Node(c.NodeName)
 	for _, n := range conf.Nodes() {

@@ -81,3 +81,17 @@ func (c *Client) ResumeIfReason(ctx context.Context, node, reason string) (bool,
 	}
 	return true, c.Resume(ctx, node)
 }
+
+// Reconfigure sends REQUEST_RECONFIGURE, as `scontrol reconfigure` does:
+// slurmctld re-reads slurm.conf and topology.conf (24.11+ by restarting
+// itself). Only root and SlurmUser may; a refusal is an *RCError.
+func (c *Client) Reconfigure(ctx context.Context) error {
+	reply, err := c.Call(ctx, slurmproto.EmptyBody{Type: slurmproto.RequestReconfigure}, auth.UIDAny)
+	if err != nil {
+		return fmt.Errorf("reconfigure: %w", err)
+	}
+	if r, ok := reply.(*slurmproto.ReturnCode); ok && r.RC != 0 {
+		return fmt.Errorf("reconfigure: %w", &RCError{RC: r.RC})
+	}
+	return nil
+}

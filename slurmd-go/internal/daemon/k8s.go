@@ -54,23 +54,9 @@ type k8sState struct {
 
 // topoConfig reads the --k8s-* flags.
 func topoConfig(f config.Flags) (k8stopo.Config, error) {
-	cfg := k8stopo.Config{Features: f.K8sFeatureLabels}
-	switch len(f.K8sTopologyLabels) {
-	case 0:
-	case 1:
-		if v, ok := k8stopo.VocabularyNamed(f.K8sTopologyLabels[0]); ok {
-			cfg.Vocabulary = v
-			break
-		}
-		fallthrough
-	default:
-		cfg.Tiers = f.K8sTopologyLabels
-	}
-	if f.K8sBlockLabel != "" {
-		cfg.Block = f.K8sBlockLabel
-	}
-	if len(cfg.Tiers) == 0 && cfg.Block != "" {
-		return cfg, fmt.Errorf("daemon: --k8s-block-label needs --k8s-topology-labels")
+	cfg, err := k8stopo.ParseConfig(f.K8sTopologyLabels, f.K8sBlockLabel, f.K8sFeatureLabels)
+	if err != nil {
+		return cfg, fmt.Errorf("daemon: --k8s-block-label needs --k8s-topology-labels: %w", err)
 	}
 	return cfg, nil
 }

@@ -1,0 +1,159 @@
+package topoctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/k8snode"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
+)
+
+// CheckTimeout bounds `topology check`'s queries (scontrol, the API).
+const CheckTimeout = 30 * time.Second
+
+// Placed is one node of a job: where it runs and its zone.
+type Placed struct {
+	Node, Pod, K8sNode, Zone string
+}
+
+// Place finds each Slurm node's pod, Kubernetes Node and zone (the value
+// of zoneKey on that Node); a node without a pod keeps "-" for those.
+func Place(nodes []string, pods []corev1.Pod, k8sNodes []corev1.Node, zoneKey string) []Placed {
+	zone := map[string]string{}
+	for _, n := range k8sNodes {
+		zone[n.Name] = n.Labels[zoneKey]
+	}
+	byNode := map[string]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		name := p.Annotations[SlurmNodeAnnotation]
+		if name == "" {
+			name = p.Spec.NodeName
+		}
+		byNode[name] = p
+	}
+	out := make([]Placed, len(nodes))
+	for i, n := range nodes {
+		out[i] = Placed{Node: n, Pod: "-", K8sNode: "-", Zone: "-"}
+		if p := byNode[n]; p != nil {
+			out[i].Pod, out[i].K8sNode = p.Namespace+"/"+p.Name, p.Spec.NodeName
+			if z := zone[p.Spec.NodeName]; z != "" {
+				out[i].Zone = z
+			}
+		}
+	}
+	return out
+}
+
+// Zones are the distinct zones of placed, sorted, each with its nodes.
+func Zones(placed []Placed) map[string][]string {
+	z := map[string][]string{}
+	for _, p := range placed {
+		z[p.Zone] = append(z[p.Zone], p.Node)
+	}
+	return z
+}
+
+func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("slurmd-go topology check", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	zoneKey := fs.String("zone-label", "topology.kubernetes.io/zone", "the Node label `key` that names a zone")
+	podNS := fs.String("pod-namespace", "", "namespace of the slurmd-go pods (default all)")
+	podSel := fs.String("pod-selector", "app.kubernetes.io/name=slurmd-go", "label selector of the slurmd-go pods")
+	oneZone := fs.Bool("one-zone", false, "the job asked for one zone: exit 1 if it straddles")
+	scontrol := fs.String("scontrol", "scontrol", "the scontrol to ask for the job's nodes")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: slurmd-go topology check [flags] JOBID")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "slurmd-go topology check: %v\n", err)
+		return 2
+	}
+	job := fs.Arg(0)
+	nodes, err := jobNodes(ctx, *scontrol, job)
+	if err != nil {
+		return fail(err)
+	}
+	rcfg, err := k8snode.Config()
+	if err != nil {
+		return fail(err)
+	}
+	cs, err := kubernetes.NewForConfig(rcfg)
+	if err != nil {
+		return fail(err)
+	}
+	pods, err := cs.CoreV1().Pods(*podNS).List(ctx, metav1.ListOptions{LabelSelector: *podSel})
+	if err != nil {
+		return fail(fmt.Errorf("list pods: %w", err))
+	}
+	k8sNodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fail(fmt.Errorf("list nodes: %w", err))
+	}
+	placed := Place(nodes, pods.Items, k8sNodes.Items, *zoneKey)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPOD\tK8S-NODE\tZONE")
+	for _, p := range placed {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Node, p.Pod, p.K8sNode, p.Zone)
+	}
+	tw.Flush()
+	zones := Zones(placed)
+	if len(zones) == 1 {
+		fmt.Fprintf(stdout, "job %s: %d node(s) in one zone\n", job, len(nodes))
+		return 0
+	}
+	names := make([]string, 0, len(zones))
+	for z := range zones {
+		names = append(names, z)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, z := range names {
+		parts[i] = fmt.Sprintf("%s (%s)", z, hostlist.Compress(zones[z]))
+	}
+	fmt.Fprintf(stdout, "job %s straddles %d zones: %s\n", job, len(zones), strings.Join(parts, ", "))
+	if *oneZone {
+		return 1
+	}
+	return 0
+}
+
+// jobNodes are the job's nodes, from `scontrol show job -o`.
+func jobNodes(ctx context.Context, scontrol, job string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, scontrol, "show", "job", "-o", job).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return nil, fmt.Errorf("scontrol show job %s: %w: %s", job, err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return nil, fmt.Errorf("scontrol show job %s: %w", job, err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "NodeList="); ok {
+			if v == "" || v == "(null)" {
+				return nil, fmt.Errorf("job %s has no nodes yet", job)
+			}
+			return hostlist.Expand(v)
+		}
+	}
+	return nil, fmt.Errorf("job %s: no NodeList in scontrol's answer", job)
+}
