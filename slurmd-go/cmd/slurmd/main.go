@@ -13,10 +13,16 @@ import (
 )
 
 func main() {
-	// slurmd-go only: `slurmd-go topology ...` (stock slurmd takes no
-	// positional arguments, so no flag line can mean this).
-	if len(os.Args) > 1 && os.Args[1] == "topology" {
-		os.Exit(topoctl.Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	// slurmd-go only: `slurmd-go topology ...` and `slurmd-go prestop`
+	// (stock slurmd takes no positional arguments, so no flag line can
+	// mean these).
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "topology":
+			os.Exit(topoctl.Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+		case "prestop":
+			os.Exit(daemon.PreStop(context.Background(), os.Args[2:], os.Stderr))
+		}
 	}
 	flags, err := config.ParseFlags(os.Args[0], os.Args[1:])
 	if err != nil {

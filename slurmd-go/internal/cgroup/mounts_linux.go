@@ -120,6 +120,17 @@ func New(o Options) (Manager, error) {
 	if err != nil {
 		return None{}, err
 	}
+	switch h.version() {
+	case 2:
+		return NewV2(h.V2, o.root())
+	case 1:
+		return NewV1(h.V1, o.root())
+	}
+	return None{}, nil
+}
+
+// version is the hierarchy New uses: 2, 1, or 0 for none.
+func (h Hierarchies) version() int {
 	_, v1mem := h.V1["memory"]
 	_, v1frz := h.V1["freezer"]
 	hasMem := false
@@ -130,9 +141,27 @@ func New(o Options) (Manager, error) {
 	}
 	switch {
 	case h.V2 != "" && (hasMem || (!v1mem && !v1frz)):
-		return NewV2(h.V2, o.root())
+		return 2
 	case v1mem || v1frz:
-		return NewV1(h.V1, o.root())
+		return 1
 	}
-	return None{}, nil
+	return 0
+}
+
+// Used are the mount points New's Manager writes: the v2 hierarchy, or
+// the v1 freezer and memory controllers.
+func (h Hierarchies) Used() []string {
+	switch h.version() {
+	case 2:
+		return []string{h.V2}
+	case 1:
+		var out []string
+		for _, c := range []string{"freezer", "memory"} {
+			if m, ok := h.V1[c]; ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return nil
 }

@@ -45,6 +45,9 @@ type Flags struct {
 	// name or label keys coarse to fine, K8sBlockLabel the block's key.
 	K8sNode           string
 	K8sFeatureLabels  []string
+	// K8sDrainConditions are Node condition types that drain the node
+	// with a "k8s:" reason: Ready when not True, any other when True.
+	K8sDrainConditions []string
 	K8sTopologyLabels []string
 	K8sBlockLabel     string
 }
@@ -82,6 +85,7 @@ func ParseFlags(prog string, args []string) (Flags, error) {
 	fs.StringSliceVar(&f.K8sFeatureLabels, "k8s-feature-labels", nil, "label `keys` whose values become node features")
 	fs.StringSliceVar(&f.K8sTopologyLabels, "k8s-topology-labels", nil, "a vocabulary (kubernetes, coreweave, nebius, aws, gcp, oci, topograph) or label `keys`, coarse to fine")
 	fs.StringVar(&f.K8sBlockLabel, "k8s-block-label", "", "the label `key` of the node's block")
+	fs.StringSliceVar(&f.K8sDrainConditions, "k8s-drain-conditions", nil, "Node condition `types` that drain the node: Ready when not True, others when True")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: %s [OPTIONS]\n%s", prog, fs.FlagUsages())
 	}

@@ -148,6 +148,10 @@ func Main(ctx context.Context, f config.Flags) int {
 	if f.PrintGres {
 		return printGres(os.Stderr, cfg, newGPUDetector())
 	}
+	if err := checkPrivileges(os.Stderr, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+		return 1
+	}
 	if _, err := metrics.ResolveAddr(f.MetricsAddr); err != nil {
 		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: --metrics-addr: %v\n", err)
 		return 1

@@ -37,9 +37,37 @@ const K8sStatePeriod = 30 * time.Second
 // DrainCondition is the Node condition that shows a Slurm drain.
 const DrainCondition = "SlurmNodeDrained"
 
-// CordonReason drains the node of a cordoned Kubernetes node. Only a drain
-// with this reason is lifted on uncordon: an administrator's is never.
-const CordonReason = "k8s: node cordoned"
+// K8sReasonPrefix starts the reason of every drain Kubernetes asked for
+// (cordon, a Node condition, a deleted pod). Only such a drain is ever
+// lifted, once nothing asks for it: an administrator's never is.
+const K8sReasonPrefix = "k8s: "
+
+// CordonReason drains the node of a cordoned Kubernetes node.
+const CordonReason = K8sReasonPrefix + "node cordoned"
+
+// PodDeletedReason is the drain of the pod's preStop hook (slurmd-go
+// prestop): no new jobs while the pod goes; its successor lifts it.
+const PodDeletedReason = K8sReasonPrefix + "pod deleted"
+
+// k8sDrainReason is the drain Kubernetes asks for ("" none): the cordon
+// first, then the first of types whose condition is bad (Ready when not
+// True, any other when True).
+func k8sDrainReason(cordoned bool, conds []corev1.NodeCondition, types []string) string {
+	if cordoned {
+		return CordonReason
+	}
+	for _, t := range types {
+		for _, c := range conds {
+			if string(c.Type) != t {
+				continue
+			}
+			if bad := (t == string(corev1.NodeReady)) != (c.Status == corev1.ConditionTrue); bad {
+				return fmt.Sprintf("%snode condition %s=%s", K8sReasonPrefix, c.Type, c.Status)
+			}
+		}
+	}
+	return ""
+}
 
 // k8sState is what the Node's labels gave; nil features until the first
 // label set.
@@ -49,7 +77,12 @@ type k8sState struct {
 	placement *k8stopo.Placement
 
 	cordoned atomic.Bool // what Kubernetes says now
-	cordonMu sync.Mutex  // one drain or resume at a time
+	conds    atomic.Pointer[[]corev1.NodeCondition]
+	drainMu  sync.Mutex // one drain or resume at a time
+	asked    string     // the drain last asked for; guarded by drainMu
+	// registered, if set, runs after the first accepted registration:
+	// a dynamic node exists in slurmctld only from then on.
+	registered atomic.Pointer[func()]
 }
 
 // topoConfig reads the --k8s-* flags.
@@ -90,8 +123,14 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 		once.Do(func() { close(first) })
 	}, OnCordon: func(c bool) {
 		d.k8s.cordoned.Store(c)
-		go d.syncCordon(ctx) // RPCs to slurmctld: off the informer's goroutine
+		go d.syncDrain(ctx) // RPCs to slurmctld: off the informer's goroutine
+	}, OnConditions: func(c []corev1.NodeCondition) {
+		d.k8s.conds.Store(&c)
+		go d.syncDrain(ctx)
 	}}
+	var regOnce sync.Once
+	onReg := func() { regOnce.Do(func() { go d.syncDrain(ctx) }) }
+	d.k8s.registered.Store(&onReg)
 	go w.Run(ctx)
 	go d.reportDrain(ctx, cs, f.K8sNode)
 	select {
@@ -103,43 +142,52 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// syncCordon makes slurmctld's drain follow the cordon: drained with
-// CordonReason while cordoned (unless already drained for another reason),
-// resumed on uncordon only if that drain is still ours.
-func (d *Daemon) syncCordon(ctx context.Context) {
-	d.k8s.cordonMu.Lock()
-	defer d.k8s.cordonMu.Unlock()
+// syncDrain makes slurmctld's drain follow what Kubernetes asks for
+// (k8sDrainReason): drained with that reason unless already drained for a
+// reason not ours; a drain of ours (K8sReasonPrefix) lifted once nothing
+// asks for it, a preStop's drain included.
+func (d *Daemon) syncDrain(ctx context.Context) {
+	d.k8s.drainMu.Lock()
+	defer d.k8s.drainMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, K8sDrainTimeout)
 	defer cancel()
+	var conds []corev1.NodeCondition
+	if c := d.k8s.conds.Load(); c != nil {
+		conds = *c
+	}
+	want := k8sDrainReason(d.k8s.cordoned.Load(), conds, d.config().Flags.K8sDrainConditions)
+	before := d.k8s.asked
+	d.k8s.asked = want
 	node := d.config().NodeName
 	log := d.log.Named("k8s")
-	if !d.k8s.cordoned.Load() {
-		resumed, err := d.ctld.ResumeIfReason(ctx, node, CordonReason)
-		if err != nil {
-			log.Error("resuming the node after uncordon failed", "error", err)
-		} else if resumed {
-			log.Info("Kubernetes node uncordoned: node resumed")
-		} else {
-			log.Info("Kubernetes node uncordoned; no drain of ours to lift")
-		}
-		return
-	}
 	r, err := d.ctld.Node(ctx, node)
 	if err != nil {
-		log.Error("reading the node before draining it failed", "error", err)
+		log.Error("reading the node's drain failed", "error", err)
 		return
 	}
-	if r.NodeState&slurmproto.NodeStateDrain != 0 {
-		if r.Reason != CordonReason {
-			log.Info("Kubernetes node cordoned; the node is already drained, its reason is kept", "reason", r.Reason)
+	drained := r.NodeState&slurmproto.NodeStateDrain != 0
+	ours := strings.HasPrefix(r.Reason, K8sReasonPrefix)
+	switch {
+	case want == "" && drained && ours:
+		if err := d.ctld.Resume(ctx, node); err != nil {
+			log.Error("resuming the node failed", "error", err, "reason", r.Reason)
+			return
 		}
-		return
+		log.Info("Kubernetes no longer asks for a drain: node resumed", "reason", r.Reason)
+	case want == "":
+		if before != "" {
+			log.Info("Kubernetes no longer asks for a drain; no drain of ours to lift", "was", before)
+		}
+	case drained && !ours:
+		log.Info("Kubernetes asks for a drain; the node is already drained, its reason is kept", "asked", want, "reason", r.Reason)
+	case drained && r.Reason == want:
+	default:
+		if err := d.ctld.Drain(ctx, node, want); err != nil {
+			log.Error("draining the node failed", "error", err, "reason", want)
+			return
+		}
+		log.Info("node drained", "reason", want)
 	}
-	if err := d.ctld.Drain(ctx, node, CordonReason); err != nil {
-		log.Error("draining the cordoned node failed", "error", err)
-		return
-	}
-	log.Info("Kubernetes node cordoned: node drained", "reason", CordonReason)
 }
 
 // reportDrain keeps the Node's DrainCondition equal to slurmctld's drain

@@ -233,6 +233,9 @@ func (d *Daemon) register(ctx context.Context) error {
 		return err
 	}
 	d.ready.Registered()
+	if f := d.k8s.registered.Load(); f != nil {
+		(*f)()
+	}
 	d.log.Info("registered with slurmctld", "cpus", msg.CPUs, "real_memory", msg.RealMemory, "release", slurmproto.ReleaseName(v))
 	return nil
 }

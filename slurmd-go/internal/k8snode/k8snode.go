@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,11 +49,15 @@ type Watcher struct {
 	// OnCordon, if set, gets spec.unschedulable whenever it changes
 	// (first delivery included).
 	OnCordon func(cordoned bool)
+	// OnConditions, if set, gets the Node's conditions whenever the
+	// status or reason of one changes (first delivery included).
+	OnConditions func([]corev1.NodeCondition)
 
 	mu       sync.Mutex
 	last     map[string]string
 	seen     bool
 	cordoned bool
+	conds    string // type=status/reason of each condition
 }
 
 // Run watches until ctx ends.
@@ -93,7 +99,9 @@ func (w *Watcher) deliver(o any) {
 	first := !w.seen
 	labelsChanged := first || !maps.Equal(w.last, n.Labels)
 	cordonChanged := first || w.cordoned != n.Spec.Unschedulable
-	w.last, w.seen, w.cordoned = maps.Clone(n.Labels), true, n.Spec.Unschedulable
+	conds := conditionsKey(n.Status.Conditions)
+	condsChanged := first || w.conds != conds
+	w.last, w.seen, w.cordoned, w.conds = maps.Clone(n.Labels), true, n.Spec.Unschedulable, conds
 	labels := maps.Clone(n.Labels)
 	w.mu.Unlock()
 	if labelsChanged {
@@ -103,4 +111,17 @@ func (w *Watcher) deliver(o any) {
 	if cordonChanged && w.OnCordon != nil {
 		w.OnCordon(n.Spec.Unschedulable)
 	}
+	if condsChanged && w.OnConditions != nil {
+		w.OnConditions(slices.Clone(n.Status.Conditions))
+	}
+}
+
+// conditionsKey ignores heartbeat times: the kubelet renews them every
+// few seconds.
+func conditionsKey(cs []corev1.NodeCondition) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "%s=%s/%s;", c.Type, c.Status, c.Reason)
+	}
+	return b.String()
 }

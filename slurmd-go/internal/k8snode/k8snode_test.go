@@ -46,3 +46,21 @@ func TestWatcher_FirstEmptyLabelSetDelivered(t *testing.T) {
 		t.Fatalf("%d deliveries", n)
 	}
 }
+
+// Conditions are delivered when a status or reason changes, not when only
+// the kubelet's heartbeat time moves.
+func TestWatcher_Conditions(t *testing.T) {
+	var got [][]corev1.NodeCondition
+	w := &Watcher{Node: "n1", Log: hclog.NewNullLogger(), OnLabels: func(map[string]string) {},
+		OnConditions: func(c []corev1.NodeCondition) { got = append(got, c) }}
+	node := func(ready corev1.ConditionStatus, beat int64) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Unix(beat, 0)}}}}
+	}
+	w.deliver(node(corev1.ConditionTrue, 1))
+	w.deliver(node(corev1.ConditionTrue, 2))
+	w.deliver(node(corev1.ConditionUnknown, 3))
+	if len(got) != 2 || got[0][0].Status != corev1.ConditionTrue || got[1][0].Status != corev1.ConditionUnknown {
+		t.Fatalf("delivered %v", got)
+	}
+}

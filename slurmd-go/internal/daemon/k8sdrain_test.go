@@ -1,0 +1,33 @@
+package daemon
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestK8sDrainReason(t *testing.T) {
+	cond := func(typ string, st corev1.ConditionStatus) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: st}
+	}
+	types := []string{"Ready", "MemoryPressure", "GPUUnhealthy"}
+	healthy := []corev1.NodeCondition{cond("Ready", "True"), cond("MemoryPressure", "False"), cond("SlurmNodeDrained", "True")}
+	for _, tc := range []struct {
+		name     string
+		cordoned bool
+		conds    []corev1.NodeCondition
+		want     string
+	}{
+		{"healthy", false, healthy, ""},
+		{"cordoned first", true, append(healthy, cond("GPUUnhealthy", "True")), CordonReason},
+		{"not ready", false, []corev1.NodeCondition{cond("Ready", "Unknown")}, "k8s: node condition Ready=Unknown"},
+		{"pressure", false, []corev1.NodeCondition{cond("Ready", "True"), cond("MemoryPressure", "True")}, "k8s: node condition MemoryPressure=True"},
+		{"custom", false, append(healthy, cond("GPUUnhealthy", "True")), "k8s: node condition GPUUnhealthy=True"},
+		{"unlisted type", false, []corev1.NodeCondition{cond("DiskPressure", "True")}, ""},
+		{"no conditions", false, nil, ""},
+	} {
+		if got := k8sDrainReason(tc.cordoned, tc.conds, types); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
