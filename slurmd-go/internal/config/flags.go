@@ -43,13 +43,13 @@ type Flags struct {
 	// labels are watched; K8sFeatureLabels are label keys whose values
 	// become node features; K8sTopologyLabels is a k8stopo vocabulary
 	// name or label keys coarse to fine, K8sBlockLabel the block's key.
-	K8sNode           string
-	K8sFeatureLabels  []string
+	K8sNode          string
+	K8sFeatureLabels []string
 	// K8sDrainConditions are Node condition types that drain the node
 	// with a "k8s:" reason: Ready when not True, any other when True.
 	K8sDrainConditions []string
-	K8sTopologyLabels []string
-	K8sBlockLabel     string
+	K8sTopologyLabels  []string
+	K8sBlockLabel      string
 }
 
 // MetricsAddrEnv enables the metrics server like --metrics-addr (the flag wins).
