@@ -26,7 +26,7 @@ type Flags struct {
 	Dynamic       bool   // -Z: register as a dynamic node
 	DynamicConf   string // --conf: NodeName line parameters for -Z
 	FutureFeature string // -F[feature]: dynamic future node
-	ConfServer    string // --conf-server (configless; not supported yet)
+	ConfServer    string // --conf-server: configless, the files come from slurmctld
 	StepdPath     string // -d: accepted for compatibility; our step manager is this binary
 	Nice          int    // -n
 	BootTime      bool   // -b

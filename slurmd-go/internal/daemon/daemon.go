@@ -110,6 +110,7 @@ type Daemon struct {
 	regStatus   atomic.Uint32 // status of the next registration (ESLURMD_PROLOG_FAILED drains)
 	ready       probes.State  // what /readyz reports
 	k8s         k8sState      // what the Kubernetes Node's labels gave (--k8s-node)
+	confCache   string        // configless: the conf-cache directory; "" with a local slurm.conf
 	tresMu      sync.Mutex
 	tres        []slurmproto.TRESRec // guarded by tresMu
 
@@ -131,6 +132,16 @@ func Main(ctx context.Context, f config.Flags) int {
 	if f.PrintVersion {
 		fmt.Println("slurm " + versionString(slurmproto.Spoken()[0]))
 		return 0
+	}
+	configless := false
+	if confServer(f) != "" && !f.PrintConfig && (f.ConfServer != "" || !fileExists(f.ConfFile)) {
+		// stock: --conf-server wins over a file; $SLURM_CONF_SERVER only
+		// serves a node without one
+		if err := fetchConfig(ctx, &f, os.Stderr); err != nil {
+			fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
+			return 1
+		}
+		configless = true
 	}
 	// Until the controller's release is known the files are read as any
 	// release would read them; run reads them again as that release.
@@ -169,6 +180,9 @@ func Main(ctx context.Context, f config.Flags) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "slurmd-go: fatal: %v\n", err)
 		return 1
+	}
+	if configless {
+		d.confCache = filepath.Dir(f.ConfFile)
 	}
 	if err := d.run(ctx); err != nil {
 		d.log.Error("fatal", "error", err)
@@ -651,4 +665,9 @@ func releaseOrLenient(v uint16) string {
 		return "any release"
 	}
 	return slurmproto.ReleaseName(v)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -98,6 +98,18 @@ func (d *Daemon) Reconfigure() {
 	}
 }
 
+// ReconfigureWithConfig implements handlers.Node.
+func (d *Daemon) ReconfigureWithConfig(files []slurmproto.ConfigFile) {
+	if d.confCache != "" {
+		if err := WriteConfCache(d.confCache, files); err != nil {
+			d.log.Error("configless: the pushed configuration was not cached; keeping the last one", "error", err)
+		} else {
+			d.log.Info("configless: configuration pushed by slurmctld cached", "files", len(files), "cache", d.confCache)
+		}
+	}
+	d.Reconfigure()
+}
+
 // Shutdown implements handlers.Node.
 func (d *Daemon) Shutdown() {
 	d.log.Info("shutdown requested by slurmctld")

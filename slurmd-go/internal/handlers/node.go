@@ -21,6 +21,10 @@ type Node interface {
 	Reregister()
 	// Reconfigure re-reads slurm.conf, as SIGHUP does.
 	Reconfigure()
+	// ReconfigureWithConfig is a configless node's reconfigure: the files
+	// slurmctld pushed replace the cached ones first (a node with a local
+	// slurm.conf ignores them, as stock does).
+	ReconfigureWithConfig(files []slurmproto.ConfigFile)
 	// Shutdown stops the daemon, as SIGTERM does (running steps stay).
 	Shutdown()
 	// HealthCheck starts HealthCheckProgram in the background.
@@ -87,9 +91,7 @@ func NodeRoutes(n Node) rpc.Registry {
 			return rpc.NoReply, nil
 		}},
 		slurmproto.RequestReconfigureWithConfig: {Privileged: true, NoReplyType: true, FromCtld: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
-			// Configless caches are not kept yet; re-reading our file is
-			// what a node with a local slurm.conf does.
-			n.Reconfigure()
+			n.ReconfigureWithConfig(req.Body.(*slurmproto.ConfigResponse).Files)
 			return rpc.NoReply, nil
 		}},
 		slurmproto.RequestShutdown: {Privileged: true, NoReplyType: true, Handle: func(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
