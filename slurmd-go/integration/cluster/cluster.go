@@ -172,6 +172,7 @@ type Cluster struct {
 	sackMu sync.Mutex
 	ctld   *proc             // guarded by mu
 	procs  map[string]*proc  // node name -> daemon; guarded by mu
+	env    map[string][]string // node name -> extra environment (SetNodeEnv); guarded by mu
 	dyn    map[string]string // dynamic node name -> --conf; guarded by mu
 
 	stopOnce sync.Once
@@ -665,6 +666,17 @@ func (c *Cluster) NodeNames() []string {
 	return ns
 }
 
+// SetNodeEnv adds env to the environment of name's daemon from its next
+// start on (a configless node's SLURM_SACK_KEY, say). Any goroutine.
+func (c *Cluster) SetNodeEnv(name string, env ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.env == nil {
+		c.env = map[string][]string{}
+	}
+	c.env[name] = env
+}
+
 // NodeLog is the SlurmdLogFile of a node; NodeOut its captured stdout/stderr.
 func (c *Cluster) NodeLog(name string) string { return filepath.Join(c.Dir, name+".log") }
 func (c *Cluster) NodeOut(name string) string { return filepath.Join(c.Dir, name+".out") }
@@ -813,7 +825,8 @@ func (c *Cluster) spawnNode(t testing.TB, name string, args []string) {
 	defer stray.Close()
 	cmd.ExtraFiles = make([]*os.File, StrayHighFD-2)
 	cmd.ExtraFiles[0], cmd.ExtraFiles[StrayHighFD-3] = stray, stray
-	p, err := startProc(c.sp, name, c.NodeOut(name), append(daemonEnv(), c.opts.DaemonEnv...), cmd)
+	env := append(append(daemonEnv(), c.opts.DaemonEnv...), c.env[name]...)
+	p, err := startProc(c.sp, name, c.NodeOut(name), env, cmd)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

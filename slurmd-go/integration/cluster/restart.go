@@ -3,8 +3,10 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 )
@@ -19,6 +21,21 @@ func (c *Cluster) StartNodeWith(t testing.TB, name, bin string, extra ...string)
 	}
 	args := append([]string{bin, "-D", "-N", name, "-f", c.ConfPath}, c.opts.DaemonArgs...)
 	c.startNodeProc(t, name, append(args, extra...))
+}
+
+// StartNodeConfigless starts static node name's daemon without -f, taking
+// its configuration from slurmctld (--conf-server localhost:CtldPort).
+// (24.11's stock slurmd, given -f as well, joins the two paths when a
+// reconfigure restarts it.) It does not wait for registration. Test
+// goroutine only.
+func (c *Cluster) StartNodeConfigless(t testing.TB, name string) {
+	t.Helper()
+	if !c.isStatic(name) {
+		t.Fatalf("cluster: %s is not a static node of %s (have %v)", name, c.Name, c.NodeNames())
+	}
+	server := net.JoinHostPort("localhost", strconv.Itoa(c.CtldPort))
+	args := append([]string{c.SlurmdBin, "-D", "-N", name, "--conf-server", server}, c.opts.DaemonArgs...)
+	c.startNodeProc(t, name, args)
 }
 
 // UpgradedDaemon is the node daemon as an upgrade would install it: for Impl "go"

@@ -17,6 +17,7 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/ctld"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/auth/authslurm"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmconf"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
@@ -77,15 +78,17 @@ func fetchConfig(ctx context.Context, f *config.Flags, stderr io.Writer) error {
 		return err
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "slurmd-go.configless", Output: stderr})
-	// As stock's fetch: auth/slurm if its key is beside $SLURM_CONF (else
-	// in the default directory), else munge with its default socket.
+	// As stock's fetch: auth/slurm if its key is where auth/slurm looks
+	// ($SLURM_SACK_KEY, else beside $SLURM_CONF or the default
+	// slurm.conf), else munge with its default socket.
 	conf := os.Getenv("SLURM_CONF")
 	if conf == "" {
 		conf = config.DefaultConfFile
 	}
 	o := clusterauth.Options{AuthType: clusterauth.Munge, ConfFile: conf, Logger: log}
-	for _, k := range []string{"slurm.jwks", "slurm.key"} {
-		if _, err := os.Stat(filepath.Join(filepath.Dir(conf), k)); err == nil {
+	key, jwks := authslurm.KeyPaths(conf, nil) // $SLURM_SACK_KEY and _JWKS too
+	for _, k := range []string{jwks, key} {
+		if _, err := os.Stat(k); err == nil {
 			o.AuthType = clusterauth.Slurm
 		}
 	}

@@ -6,6 +6,38 @@ import (
 	"testing"
 )
 
+// 22.05.8's slurmctld answering REQUEST_CONFIG (testdata/README.md): no
+// execute flag; the body re-encodes byte for byte.
+func TestConfigGolden2205(t *testing.T) {
+	b, err := os.ReadFile("testdata/config_response_v2600.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeMessage(b[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Version != Version2205 || m.Header.MsgType != ResponseConfig {
+		t.Fatalf("header %+v", m.Header)
+	}
+	body, err := DecodeBody(Version2205, ResponseConfig, m.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := body.(*ConfigResponse)
+	names := map[string]bool{}
+	for _, f := range r.Files {
+		names[f.Name] = f.Exists
+	}
+	if !names["slurm.conf"] || r.SpoolDir != "/tmp/ti-1919486484/spool/%n" || len(r.Files) < 5 {
+		t.Fatalf("files %v spool %q", names, r.SpoolDir)
+	}
+	again, err := EncodeBody(Version2205, r)
+	if err != nil || string(again) != string(m.Body) {
+		t.Fatalf("re-encoded body differs (%v)", err)
+	}
+}
+
 // The configless frames of real 24.11.5 and 26.05.5 controllers and nodes
 // (testdata/README.md): what a --conf-server node asks and gets.
 func TestConfigGolden(t *testing.T) {
