@@ -170,10 +170,10 @@ type Cluster struct {
 	// sackMu serializes the start of stock node daemons under auth/slurm
 	// (see startNodeProc).
 	sackMu sync.Mutex
-	ctld   *proc             // guarded by mu
-	procs  map[string]*proc  // node name -> daemon; guarded by mu
+	ctld   *proc               // guarded by mu
+	procs  map[string]*proc    // node name -> daemon; guarded by mu
 	env    map[string][]string // node name -> extra environment (SetNodeEnv); guarded by mu
-	dyn    map[string]string // dynamic node name -> --conf; guarded by mu
+	dyn    map[string]string   // dynamic node name -> --conf; guarded by mu
 
 	stopOnce sync.Once
 }
