@@ -471,7 +471,7 @@ func (d *Daemon) run(parent context.Context) error {
 	}
 	d.srv = srv
 	if met != nil {
-		metSrv, err := d.startMetrics(ctx, met, metAddr, probes.Handlers{State: &d.ready, ListenAddr: cfg.ListenAddr, StepdPath: stepd})
+		metSrv, err := d.startMetrics(ctx, met, metAddr, probes.Handlers{State: &d.ready, ListenAddr: cfg.ListenAddr, StepdPath: stepd, Workers: srv.Probe})
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
 			return err

@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// LiveTimeout bounds /livez's connect to the daemon's own RPC port.
+// LiveTimeout bounds /livez: the connect to the daemon's own RPC port
+// and the wait for a worker.
 const LiveTimeout = 2 * time.Second
 
 // State is the registration state /readyz reports; the daemon's
@@ -58,9 +59,13 @@ type Handlers struct {
 	ListenAddr string
 	// StepdPath is the step manager binary jobs start through.
 	StepdPath string
+	// Workers, if set, is the RPC server's worker probe (rpcserver
+	// Listener.Probe): a no-op queued behind the waiting requests.
+	Workers func(ctx context.Context) error
 }
 
-// Livez answers 200 while the RPC server accepts a connection.
+// Livez answers 200 while the RPC server accepts a connection (its event
+// loop) and a worker takes a probe within LiveTimeout.
 func (h Handlers) Livez(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), LiveTimeout)
 	defer cancel()
@@ -71,6 +76,12 @@ func (h Handlers) Livez(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Close()
+	if h.Workers != nil {
+		if err := h.Workers(ctx); err != nil {
+			http.Error(w, fmt.Sprintf("RPC workers do not answer: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	fmt.Fprintln(w, "ok")
 }
 

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -60,5 +61,22 @@ func TestLivez_DialsTheRPCPort(t *testing.T) {
 	ln.Close()
 	if code, body := get(t, h.Livez); code != 503 || !strings.Contains(body, "127.0.0.1:"+port) {
 		t.Fatalf("closed: %d %q", code, body)
+	}
+}
+
+func TestLivez_Workers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var workerErr error
+	h := Handlers{ListenAddr: ln.Addr().String(), Workers: func(context.Context) error { return workerErr }}
+	if code, body := get(t, h.Livez); code != 200 {
+		t.Fatalf("workers answer: %d %q", code, body)
+	}
+	workerErr = errors.New("every worker busy and the queue full")
+	if code, body := get(t, h.Livez); code != 503 || !strings.Contains(body, "RPC workers do not answer: every worker busy") {
+		t.Fatalf("workers stuck: %d %q", code, body)
 	}
 }

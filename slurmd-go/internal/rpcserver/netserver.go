@@ -310,3 +310,14 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// Probe implements Listener.
+func (s *NetServer) Probe(ctx context.Context) error {
+	s.mu.Lock()
+	p, ok := s.pool, s.started && !s.shutdown
+	s.mu.Unlock()
+	if !ok || p == nil {
+		return ErrNotServing
+	}
+	return p.probe(ctx)
+}

@@ -2,6 +2,8 @@ package rpcserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"runtime/debug"
 	"sync"
@@ -24,6 +26,9 @@ type job struct {
 	// the reply after done (ordered by done's hand-off).
 	sent     func(err error)
 	reported atomic.Bool
+	// probe, when set, makes this a liveness probe: the worker closes it
+	// and runs nothing else.
+	probe chan struct{}
 }
 
 // pool is the bounded worker pool shared by both server kinds: Workers goroutines draining a
@@ -91,6 +96,24 @@ func (p *pool) idle() bool {
 	return p.busy == 0
 }
 
+// ErrPoolFull is Probe's error when the pool and its queue are full.
+var ErrPoolFull = errors.New("rpcserver: every worker busy and the queue full")
+
+// probe queues a no-op behind the requests already queued and waits, at
+// most until ctx ends, for a worker to take it: the workers answer.
+func (p *pool) probe(ctx context.Context) error {
+	j := &job{probe: make(chan struct{})}
+	if !p.trySubmit(j) {
+		return ErrPoolFull
+	}
+	select {
+	case <-j.probe:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rpcserver: no worker took a probe: %w", ctx.Err())
+	}
+}
+
 // stop makes workers exit once they are idle; jobs still queued are dropped (their
 // connections are closed by the server). Does not wait for running handlers.
 func (p *pool) stop() { close(p.quit) }
@@ -103,7 +126,11 @@ func (p *pool) worker() {
 			return
 		case j := <-p.q:
 			p.stats.queued.Add(-1)
-			p.run(j)
+			if j.probe != nil {
+				close(j.probe)
+			} else {
+				p.run(j)
+			}
 			p.finish()
 		}
 	}

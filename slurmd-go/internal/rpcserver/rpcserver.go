@@ -204,7 +204,14 @@ type Listener interface {
 	Shutdown(ctx context.Context) error
 	// Stats is a snapshot of the counters.
 	Stats() Stats
+	// Probe answers once a worker has taken a no-op queued behind the
+	// waiting requests (liveness: the workers answer); an error if none
+	// does before ctx ends, the queue is full, or the server is not running.
+	Probe(ctx context.Context) error
 }
+
+// ErrNotServing is Probe's error before Start and after Shutdown.
+var ErrNotServing = errors.New("rpcserver: not serving")
 
 var (
 	_ Listener = (*Server)(nil)

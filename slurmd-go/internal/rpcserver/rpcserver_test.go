@@ -603,3 +603,42 @@ func TestQueueDepth_FollowsConnectionCap(t *testing.T) {
 		})
 	}
 }
+
+// TestServer_Probe: a probe answers while a worker is free; with every
+// worker stuck it fails (queued behind them, or the queue full), and it
+// answers again once they are free.
+func TestServer_Probe(t *testing.T) {
+	forKinds(t, func(t *testing.T, k serverKind) {
+		release := make(chan struct{})
+		d := &dispatcher{serve: func(_ context.Context, f []byte, _ netip.AddrPort) []byte {
+			<-release
+			return encode(f)
+		}}
+		s := start(t, k, Config{ConnTimeout: time.Minute, Workers: 1, QueueDepth: 1}, d)
+		probe := func(wait time.Duration) error {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			return s.Probe(ctx)
+		}
+		if err := probe(testIO); err != nil {
+			t.Fatalf("idle server: %v", err)
+		}
+		c := dial(t, s)
+		if _, err := c.Write(encode([]byte("stuck"))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the worker busy", func() bool { return s.Stats().InFlight == 1 })
+		if err := probe(50 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the only worker stuck: %v, want a deadline", err)
+		}
+		// That probe still waits in the one-slot queue: the queue is full.
+		if err := probe(testIO); !errors.Is(err, ErrPoolFull) {
+			t.Fatalf("the queue full: %v, want ErrPoolFull", err)
+		}
+		close(release)
+		readAll(t, c)
+		if err := probe(testIO); err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+	})
+}

@@ -564,3 +564,14 @@ func (s *Server) sweep(ls *loopState, now time.Time) {
 		}
 	}
 }
+
+// Probe implements Listener.
+func (s *Server) Probe(ctx context.Context) error {
+	s.mu.Lock()
+	p, ok := s.pool, s.started && !s.shutdown
+	s.mu.Unlock()
+	if !ok || p == nil {
+		return ErrNotServing
+	}
+	return p.probe(ctx)
+}
