@@ -50,6 +50,9 @@ type Flags struct {
 	K8sDrainConditions []string
 	K8sTopologyLabels  []string
 	K8sBlockLabel      string
+	// K8sTopologyName is the topology a dynamic node's Topology= names
+	// (topology.yaml's, or "default": topology.conf's).
+	K8sTopologyName string
 }
 
 // MetricsAddrEnv enables the metrics server like --metrics-addr (the flag wins).
@@ -85,6 +88,7 @@ func ParseFlags(prog string, args []string) (Flags, error) {
 	fs.StringSliceVar(&f.K8sFeatureLabels, "k8s-feature-labels", nil, "label `keys` whose values become node features")
 	fs.StringSliceVar(&f.K8sTopologyLabels, "k8s-topology-labels", nil, "a vocabulary (kubernetes, coreweave, nebius, aws, gcp, oci, topograph) or label `keys`, coarse to fine")
 	fs.StringVar(&f.K8sBlockLabel, "k8s-block-label", "", "the label `key` of the node's block")
+	fs.StringVar(&f.K8sTopologyName, "k8s-topology-name", "default", "the topology a dynamic node's Topology= from its labels names (25.05+)")
 	fs.StringSliceVar(&f.K8sDrainConditions, "k8s-drain-conditions", nil, "Node condition `types` that drain the node: Ready when not True, others when True")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: %s [OPTIONS]\n%s", prog, fs.FlagUsages())

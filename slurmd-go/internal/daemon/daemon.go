@@ -507,16 +507,18 @@ func (d *Daemon) run(parent context.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	// The Node's first labels before the first registration, so that it
+	// carries their features and a dynamic node's topology.
+	if err := d.startK8s(ctx, cfg); err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); d.registrationEngine(ctx) }()
 
 	d.startGPUHealth(ctx, cfg, gn)
 	d.HealthCheck() // slurmd runs HealthCheckProgram once at start
-	if err := d.startK8s(ctx, cfg); err != nil {
-		_ = srv.Shutdown(context.Background())
-		return err
-	}
 	d.Reregister()
 loop:
 	for {

@@ -82,7 +82,8 @@ type k8sState struct {
 	asked    string     // the drain last asked for; guarded by drainMu
 	// registered, if set, runs after the first accepted registration:
 	// a dynamic node exists in slurmctld only from then on.
-	registered atomic.Pointer[func()]
+	registered     atomic.Pointer[func()]
+	registeredOnce atomic.Bool
 }
 
 // topoConfig reads the --k8s-* flags.
@@ -117,8 +118,14 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 	var once sync.Once
 	log := d.log.Named("k8s")
 	w := &k8snode.Watcher{Node: f.K8sNode, Client: cs, Log: log, OnLabels: func(l map[string]string) {
+		before := d.k8sTopologySpec(DynamicTopologySince)
 		if d.applyLabels(l, tc) {
 			d.Reregister()
+		}
+		// The first registration carries the topology; later changes go
+		// as node updates.
+		if d.k8sTopologySpec(DynamicTopologySince) != before && d.k8s.registeredOnce.Load() {
+			go d.updateTopology(ctx)
 		}
 		once.Do(func() { close(first) })
 	}, OnCordon: func(c bool) {
@@ -129,7 +136,12 @@ func (d *Daemon) startK8s(ctx context.Context, cfg *config.Config) error {
 		go d.syncDrain(ctx)
 	}}
 	var regOnce sync.Once
-	onReg := func() { regOnce.Do(func() { go d.syncDrain(ctx) }) }
+	onReg := func() {
+		regOnce.Do(func() {
+			d.k8s.registeredOnce.Store(true)
+			go d.syncDrain(ctx)
+		})
+	}
 	d.k8s.registered.Store(&onReg)
 	go w.Run(ctx)
 	go d.reportDrain(ctx, cs, f.K8sNode)
@@ -227,6 +239,59 @@ func (d *Daemon) reportDrain(ctx context.Context, cs kubernetes.Interface, k8sNo
 		case <-t.C:
 		}
 	}
+}
+
+// DynamicTopologySince is the first release whose dynamic nodes take a
+// topology (`-Z --conf "Topology=<topo>:<switch>..."`, `scontrol update
+// topology=`): 25.05; of the releases spoken, 26.05.
+const DynamicTopologySince = slurmproto.Version2605
+
+// k8sTopologySpec is a dynamic node's Topology= from its labels for
+// release v ("" when there is none or v has no dynamic topology): the
+// tiers, coarse to fine, of --k8s-topology-name (topology/tree: the first
+// must be a switch slurmctld already has), or the block alone.
+func (d *Daemon) k8sTopologySpec(v uint16) string {
+	if v < DynamicTopologySince {
+		return ""
+	}
+	d.k8s.mu.Lock()
+	p := d.k8s.placement
+	d.k8s.mu.Unlock()
+	if p == nil {
+		return ""
+	}
+	name := d.config().Flags.K8sTopologyName
+	if name == "" {
+		name = "default"
+	}
+	if len(p.Tiers) == 0 {
+		if p.Block == "" {
+			return ""
+		}
+		return name + ":" + p.Block
+	}
+	return p.Spec(name)
+}
+
+// updateTopology sends a dynamic node's new topology to slurmctld, as
+// `scontrol update nodename=... topology=...` (a registration changes an
+// existing dynamic node's topology no more than stock's does).
+func (d *Daemon) updateTopology(ctx context.Context) {
+	cfg := d.config()
+	spec := d.k8sTopologySpec(d.ctld.Version())
+	if !cfg.Flags.Dynamic || spec == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, K8sDrainTimeout)
+	defer cancel()
+	m := slurmproto.NewUpdateNode(cfg.NodeName)
+	m.TopologyStr = spec
+	log := d.log.Named("k8s")
+	if err := d.ctld.UpdateNode(ctx, m); err != nil {
+		log.Error("updating the node's topology failed", "topology", spec, "error", err)
+		return
+	}
+	log.Info("node topology updated", "topology", spec)
 }
 
 // applyLabels turns a label set into features and placement; it reports

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/config"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 func TestTopoConfig_VocabularyOrKeys(t *testing.T) {
@@ -47,5 +48,29 @@ func TestK8sFeatures_MergedWithTheNodesOwn(t *testing.T) {
 	}
 	if p := d.k8s.placement; p == nil || p.Spec("default") != "default:r1:zone-a" {
 		t.Fatalf("placement %+v, want the last complete one", p)
+	}
+}
+
+// A dynamic node's Topology= from its labels: only for releases that take
+// one (25.05+), named by --k8s-topology-name, the block alone without tiers.
+func TestK8sTopologySpec(t *testing.T) {
+	d := &Daemon{log: hclog.NewNullLogger()}
+	d.cfg.Store(&config.Config{Flags: config.Flags{Dynamic: true, K8sTopologyName: "fabric"}})
+	if s := d.k8sTopologySpec(slurmproto.Version2605); s != "" {
+		t.Fatalf("before any label set: %q", s)
+	}
+	tc, _ := topoConfig(config.Flags{K8sTopologyLabels: []string{"kubernetes"}})
+	d.applyLabels(map[string]string{"topology.kubernetes.io/zone": "zone-a", "topology.kubernetes.io/region": "r1"}, tc)
+	if s := d.k8sTopologySpec(slurmproto.Version2605); s != "fabric:r1:zone-a" {
+		t.Fatalf("26.05: %q", s)
+	}
+	for _, v := range []uint16{slurmproto.Version2205, slurmproto.Version2411} {
+		if s := d.k8sTopologySpec(v); s != "" {
+			t.Fatalf("%s has no dynamic topology, got %q", slurmproto.ReleaseName(v), s)
+		}
+	}
+	d.k8s.placement.Tiers, d.k8s.placement.Block = nil, "nvl-7"
+	if s := d.k8sTopologySpec(slurmproto.Version2605); s != "fabric:nvl-7" {
+		t.Fatalf("block only: %q", s)
 	}
 }

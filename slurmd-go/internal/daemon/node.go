@@ -299,6 +299,9 @@ func (d *Daemon) registrationMsg(v uint16) *slurmproto.NodeRegistrationStatus {
 	if cfg.Flags.Dynamic {
 		m.DynamicType = slurmproto.DynNodeNorm
 		m.DynamicConf = dynamicConf(cfg.NodeName, cfg.Flags.DynamicConf, hw)
+		if spec := d.k8sTopologySpec(v); spec != "" && !strings.Contains(strings.ToLower(cfg.Flags.DynamicConf), "topology=") {
+			m.DynamicConf += " Topology=" + spec
+		}
 	}
 	return m
 }
