@@ -23,7 +23,7 @@ func TestChart_DynamicTopology(t *testing.T) {
 	e.labelNode(t, k8sNode, map[string]string{region: "r1", zone: "za"})
 	t.Cleanup(func() { e.labelNode(t, k8sNode, map[string]string{region: "", zone: ""}) })
 	c := cluster.Start(t, cluster.Options{Impl: cluster.ImplGo, Release: "26.05", Nodes: 1,
-		ExtraConf:    []string{"TopologyPlugin=topology/tree"},
+		ExtraConf: []string{"TopologyPlugin=topology/tree"},
 		// r1 must be above the leaves: a new switch goes under an upper one
 		TopologyConf: []string{"SwitchName=s0 Nodes=t1", "SwitchName=r1 Switches=s0"}})
 	t.Cleanup(c.Stop)
