@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 )
 
 // standIn is the second Kubernetes Node: a Node object without a kubelet
@@ -295,4 +296,68 @@ func TestTopology(t *testing.T) {
 		t.Fatalf("topology check of job %s on t1: exit %d\n%s", one, code, out)
 	}
 	c.MustRun(t, "", "scancel", one)
+}
+
+// blocks is `scontrol show topology` under topology/block: block -> nodes.
+func blocks(t *testing.T, c *cluster.Cluster) map[string]string {
+	t.Helper()
+	out, _, err := c.Run(t, "", "scontrol", "show", "topology")
+	if err != nil {
+		return nil
+	}
+	b := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		if f["BlockName"] != "" {
+			b[f["BlockName"]] = f["Nodes"]
+		}
+	}
+	return b
+}
+
+// TestTopology_Block: on 24.11 (topology/block is 23.11's) the controller
+// writes BlockName lines from the NVLink-domain label of CoreWeave's
+// vocabulary, and slurmctld shows those blocks; a relabel moves a node.
+func TestTopology_Block(t *testing.T) {
+	e := setup(t)
+	c := cluster.Start(t, cluster.Options{Impl: cluster.ImplGo, Release: "24.11", Nodes: 2, Unstarted: []string{"t1"},
+		ExtraConf:    []string{"TopologyPlugin=topology/block"},
+		TopologyConf: []string{"BlockName=b0 Nodes=t[1-2]"}})
+	t.Cleanup(c.Stop)
+	ns := "tiee-" + strings.ToLower(c.Name)
+	const fab, pod, leaf, nvl = "ib.coreweave.cloud/fabric", "ib.coreweave.cloud/superpod", "ib.coreweave.cloud/leafgroup", "ds.coreweave.com/nvlink.domain"
+	cw := func(domain string) map[string]string {
+		return map[string]string{fab: "f1", pod: "sp1", leaf: "lg1", nvl: domain}
+	}
+	e.labelNode(t, k8sNode, cw("nvl72-a"))
+	t.Cleanup(func() { e.labelNode(t, k8sNode, map[string]string{fab: "", pod: "", leaf: "", nvl: ""}) })
+	e.install(t, "topo", ns, []string{"node.name=t1", "config.hostPath=" + c.Dir, "probes.port=" + strconv.Itoa(freePort(t)),
+		"nodeSelector.kubernetes\\.io/hostname=" + k8sNode,
+		"topology.controller.enabled=true", "topology.controller.plugin=block", "topology.controller.file=" + c.TopologyConfPath(),
+		"topology.controller.minInterval=1s", "topology.controller.nodeSelector.kubernetes\\.io/hostname=" + k8sNode},
+		"--set-json", `topology.controller.labels=["coreweave"]`)
+	e.standInPod(t, ns, "t2")
+	e.labelNode(t, standIn, cw("nvl72-b"))
+	want := func(w map[string]string) func() (bool, string) {
+		return func() (bool, string) {
+			got := blocks(t, c)
+			ok := len(got) == len(w)
+			for k, v := range w {
+				g, _ := hostlist.Expand(got[k]) // t1,t2 or t[1-2]
+				ok = ok && strings.Join(g, ",") == v
+			}
+			return ok, fmt.Sprint(got)
+		}
+	}
+	c.WaitFor(t, "the NVLink domains as blocks", readyTimeout, want(map[string]string{"nvl72-a": "t1", "nvl72-b": "t2"}))
+	if b, _ := os.ReadFile(c.TopologyConfPath()); !strings.Contains(string(b), "BlockName=nvl72-a Nodes=t1\nBlockName=nvl72-b Nodes=t2\n") {
+		t.Fatalf("topology.conf:\n%s", b)
+	}
+	e.labelNode(t, standIn, cw("nvl72-a"))
+	c.WaitFor(t, "t2 in t1's block", readyTimeout, want(map[string]string{"nvl72-a": "t1,t2"}))
 }
