@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,23 +23,6 @@ import (
 // k8sNode is the test cluster's one Node (up.sh: --hostname-override).
 const k8sNode = "127.0.0.1"
 
-// label sets (value) or removes ("") labels of the Node.
-func (e env) label(t *testing.T, labels map[string]string) {
-	t.Helper()
-	m := map[string]any{}
-	for k, v := range labels {
-		if v == "" {
-			m[k] = nil
-		} else {
-			m[k] = v
-		}
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": m}})
-	if _, err := e.cs.CoreV1().Nodes().Patch(context.Background(), k8sNode, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatalf("label node %s: %v", k8sNode, err)
-	}
-}
-
 // TestChart_Labels: labels of three vocabularies (Kubernetes zone,
 // CoreWeave NVLink domain, Nebius tier) on the pod's Node become the Slurm
 // node's features at its first registration; relabelling the zone while a
@@ -49,8 +31,8 @@ func (e env) label(t *testing.T, labels map[string]string) {
 func TestChart_Labels(t *testing.T) {
 	e := setup(t)
 	keys := []string{"topology.kubernetes.io/zone", "ds.coreweave.com/nvlink.domain", "topology.nebius.com/tier-1"}
-	e.label(t, map[string]string{keys[0]: "zone-a", keys[1]: "nvl72.rack7", keys[2]: "leaf-3"})
-	t.Cleanup(func() { e.label(t, map[string]string{keys[0]: "", keys[1]: "", keys[2]: ""}) })
+	e.labelNode(t, k8sNode, map[string]string{keys[0]: "zone-a", keys[1]: "nvl72.rack7", keys[2]: "leaf-3"})
+	t.Cleanup(func() { e.labelNode(t, k8sNode, map[string]string{keys[0]: "", keys[1]: "", keys[2]: ""}) })
 
 	c := cluster.Start(t, cluster.Options{Impl: cluster.ImplGo, Nodes: 2, Unstarted: []string{"t2"}, NodeExtra: "Feature=own"})
 	t.Cleanup(c.Stop)
@@ -80,7 +62,7 @@ func TestChart_Labels(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	id := c.SbatchIn(t, cluster.TestUser, dir, "#!/bin/sh\nwhile [ ! -e "+filepath.Join(dir, "go")+" ]; do sleep 0.2; done\necho done\n", "-w", "t2", "-C", "zone-a", "-o", out)
 	c.WaitJob(t, id, jobTimeout, "RUNNING")
-	e.label(t, map[string]string{keys[0]: "zone-b"})
+	e.labelNode(t, k8sNode, map[string]string{keys[0]: "zone-b"})
 	c.WaitFor(t, "t2's features after the zone changed", readyTimeout, want("own", "zone-b", "nvl72.rack7", "leaf-3"))
 	if st := c.ShowJob(t, id)["JobState"]; st != "RUNNING" {
 		t.Fatalf("job %s is %s after the relabel, want RUNNING", id, st)

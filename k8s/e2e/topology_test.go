@@ -75,14 +75,15 @@ func (e env) standInPod(t *testing.T, ns, slurm string) {
 	})
 }
 
-// topology is `scontrol show topology`: switch -> its fields.
-func topology(t *testing.T, c *cluster.Cluster) map[string]map[string]string {
+// showTopology is `scontrol show topology`, one field map per line (nil
+// while scontrol fails).
+func showTopology(t *testing.T, c *cluster.Cluster) []map[string]string {
 	t.Helper()
 	out, _, err := c.Run(t, "", "scontrol", "show", "topology")
 	if err != nil {
 		return nil
 	}
-	sw := map[string]map[string]string{}
+	var lines []map[string]string
 	for _, line := range strings.Split(out, "\n") {
 		f := map[string]string{}
 		for _, kv := range strings.Fields(line) {
@@ -90,6 +91,16 @@ func topology(t *testing.T, c *cluster.Cluster) map[string]map[string]string {
 				f[k] = v
 			}
 		}
+		lines = append(lines, f)
+	}
+	return lines
+}
+
+// topology is topology/tree's: switch -> its fields.
+func topology(t *testing.T, c *cluster.Cluster) map[string]map[string]string {
+	t.Helper()
+	sw := map[string]map[string]string{}
+	for _, f := range showTopology(t, c) {
 		if f["SwitchName"] != "" {
 			sw[f["SwitchName"]] = f
 		}
@@ -298,21 +309,11 @@ func TestTopology(t *testing.T) {
 	c.MustRun(t, "", "scancel", one)
 }
 
-// blocks is `scontrol show topology` under topology/block: block -> nodes.
+// blocks is topology/block's: block -> nodes.
 func blocks(t *testing.T, c *cluster.Cluster) map[string]string {
 	t.Helper()
-	out, _, err := c.Run(t, "", "scontrol", "show", "topology")
-	if err != nil {
-		return nil
-	}
 	b := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		f := map[string]string{}
-		for _, kv := range strings.Fields(line) {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				f[k] = v
-			}
-		}
+	for _, f := range showTopology(t, c) {
 		if f["BlockName"] != "" {
 			b[f["BlockName"]] = f["Nodes"]
 		}

@@ -13,9 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/tiee-hpc/tiee/slurmd-go/internal/k8snode"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 )
 
@@ -94,11 +92,7 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(err)
 	}
-	rcfg, err := k8snode.Config()
-	if err != nil {
-		return fail(err)
-	}
-	cs, err := kubernetes.NewForConfig(rcfg)
+	cs, err := clientset()
 	if err != nil {
 		return fail(err)
 	}

@@ -86,11 +86,7 @@ func controllerMain(ctx context.Context, args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	rcfg, err := k8snode.Config()
-	if err != nil {
-		return fail(err)
-	}
-	cs, err := kubernetes.NewForConfig(rcfg)
+	cs, err := clientset()
 	if err != nil {
 		return fail(err)
 	}
@@ -127,6 +123,19 @@ func ctldClient(path string, log hclog.Logger) (*ctld.Client, error) {
 		return ctld.Config{Hosts: hosts, MessageTimeout: c.MessageTimeout(), HashPolicy: c.HashPolicy()}
 	}, log)
 	return client, nil
+}
+
+// clientset is the API client: $KUBECONFIG, else the pod's account.
+func clientset() (kubernetes.Interface, error) {
+	rcfg, err := k8snode.Config()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rcfg)
+	if err != nil {
+		return nil, fmt.Errorf("topoctl: %w", err)
+	}
+	return cs, nil
 }
 
 func envOr(k, def string) string {
