@@ -21,7 +21,7 @@ INTEGRATION_RUNS ?= 22.05/munge/all 24.11/munge/all 26.05/munge/subset 26.05/slu
 
 BENCH_BIN := bin/bench
 
-.PHONY: help build image k8s-test nvmlmock gpu-kit deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke
+.PHONY: help build image k8s-test manifests nvmlmock gpu-kit deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -39,6 +39,9 @@ build: ## build bin/slurmd-go, its step manager bin/slurmstepd-go and (with libp
 image: build ## write the slurmd-go image, bin/slurmd-go-image.tar (docker-archive; `ctr -n k8s.io images import` loads it), offline
 	$(GO) build -o bin/mkimage ./k8s/cmd/mkimage
 	bin/mkimage slurmd-go -bin bin -o bin/slurmd-go-image.tar
+
+manifests: ## render k8s/manifests/slurmd-go.yaml from the chart (defaults, slurm.conf from ConfigMap slurm-conf, namespace slurm) for `kubectl apply -k k8s/manifests`; needs bin/k8s/helm (k8s/realcluster/build.sh)
+	bin/k8s/helm template slurmd-go k8s/chart -n slurm --set config.configMap=slurm-conf > k8s/manifests/slurmd-go.yaml
 
 k8s-test: image ## the chart on a real Kubernetes beside a real slurmctld (k8s/realcluster; builds Kubernetes once, ~10 min); log bin/logs/k8s-e2e.log
 	CGO_ENABLED=0 $(GO) build -o bin/pause ./k8s/cmd/pause

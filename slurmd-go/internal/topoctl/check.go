@@ -38,11 +38,7 @@ func Place(nodes []string, pods []corev1.Pod, k8sNodes []corev1.Node, zoneKey st
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		name := p.Annotations[SlurmNodeAnnotation]
-		if name == "" {
-			name = p.Spec.NodeName
-		}
-		byNode[name] = p
+		byNode[SlurmNode(p)] = p
 	}
 	out := make([]Placed, len(nodes))
 	for i, n := range nodes {

@@ -24,9 +24,24 @@ import (
 )
 
 // SlurmNodeAnnotation on a slurmd-go pod names its Slurm node (the chart
-// sets it from node.name); without it the Slurm node is named as the
-// Kubernetes node, as `-N $(K8S_NODE_NAME)` names it.
-const SlurmNodeAnnotation = "tiee.io/slurm-node"
+// sets it from node.name); NodeNameLabel "pod" says the Slurm node is
+// named as the pod (a StatefulSet's dynamic nodes, `-N $(POD_NAME)`);
+// without either it is named as the Kubernetes node (`-N $(K8S_NODE_NAME)`).
+const (
+	SlurmNodeAnnotation = "tiee.io/slurm-node"
+	NodeNameLabel       = "tiee.io/slurm-node-name"
+)
+
+// SlurmNode is the Slurm node a slurmd-go pod runs.
+func SlurmNode(p *corev1.Pod) string {
+	switch {
+	case p.Annotations[SlurmNodeAnnotation] != "":
+		return p.Annotations[SlurmNodeAnnotation]
+	case p.Labels[NodeNameLabel] == "pod":
+		return p.Name
+	}
+	return p.Spec.NodeName
+}
 
 // ConfigMapKey is the ConfigMap key holding topology.conf.
 const ConfigMapKey = "topology.conf"
@@ -250,11 +265,7 @@ func Desired(pods []*corev1.Pod, nodes []*corev1.Node, cfg k8stopo.Config) ([]k8
 			bad = append(bad, fmt.Sprintf("pod %s/%s: no Node %s", p.Namespace, p.Name, p.Spec.NodeName))
 			continue
 		}
-		slurm := p.Annotations[SlurmNodeAnnotation]
-		if slurm == "" {
-			slurm = p.Spec.NodeName
-		}
-		ps = append(ps, pair{slurm, n})
+		ps = append(ps, pair{SlurmNode(p), n})
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLabels, strings.Join(bad, "; "))

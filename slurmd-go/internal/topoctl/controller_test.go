@@ -40,12 +40,14 @@ func zone(z string) map[string]string {
 
 func TestDesired(t *testing.T) {
 	nodes := []*corev1.Node{node("k1", zone("za")), node("k2", zone("zb"))}
-	pods := []*corev1.Pod{pod("p2", "k2", "gpu2"), pod("p1", "k1", ""), pod("pending", "", "x")}
+	sts := pod("set-0", "k1", "")
+	sts.Labels[NodeNameLabel] = "pod" // a StatefulSet's dynamic node
+	pods := []*corev1.Pod{pod("p2", "k2", "gpu2"), pod("p1", "k1", ""), pod("pending", "", "x"), sts}
 	m, err := Desired(pods, nodes, k8stopo.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m) != 2 || m[0].Node != "gpu2" || m[1].Node != "k1" || m[0].Tiers[1] != "zb" || m[1].Tiers[1] != "za" {
+	if len(m) != 3 || m[0].Node != "gpu2" || m[1].Node != "k1" || m[2].Node != "set-0" || m[0].Tiers[1] != "zb" || m[1].Tiers[1] != "za" || m[2].Tiers[1] != "za" {
 		t.Fatalf("%+v", m)
 	}
 	// One Node loses its zone: nothing, and the error names the node.
