@@ -233,7 +233,7 @@ func TestTopology(t *testing.T) {
 	e.install(t, "topo", ns, []string{"node.name=t1", "config.hostPath=" + c.Dir, "probes.port=" + strconv.Itoa(freePort(t)),
 		"nodeSelector.kubernetes\\.io/hostname=" + k8sNode,
 		"topology.controller.enabled=true", "topology.controller.file=" + c.TopologyConfPath(), "topology.controller.minInterval=1s",
-		"topology.controller.nodeSelector.kubernetes\\.io/hostname=" + k8sNode},
+		"topology.controller.driftPeriod=1s", "topology.controller.nodeSelector.kubernetes\\.io/hostname=" + k8sNode},
 		"--set-json", fmt.Sprintf("k8s.featureLabels=[%q]", zone))
 	e.standInPod(t, ns, "t2")
 	e.labelNode(t, standIn, map[string]string{region: "r1", zone: "zb"})
@@ -274,6 +274,17 @@ func TestTopology(t *testing.T) {
 		t.Fatalf("topology.conf changed by a broken label set:\n%s", after)
 	}
 	e.labelNode(t, standIn, map[string]string{nb1: "leaf-b", zone: "zb"})
+
+	// Someone edits topology.conf: drift, reported and overwritten.
+	if err := os.WriteFile(c.TopologyConfPath(), []byte("SwitchName=edited Nodes=t[1-2]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.waitControllerLog(t, ns, "topology drift: what slurmctld reads differs from the Nodes' labels", 1)
+	c.WaitFor(t, "topology.conf rewritten", readyTimeout, func() (bool, string) {
+		b, _ := os.ReadFile(c.TopologyConfPath())
+		return bytes.Equal(b, before), string(b)
+	})
+	e.waitTopology(t, c, ns, "Nebius's topology kept after the drift", nebius)
 
 	// A job on both nodes straddles zones za and zb; relabelling t1's leaf
 	// while it runs reaches slurmctld and the job completes.

@@ -56,6 +56,7 @@ func controllerMain(ctx context.Context, args []string, stderr io.Writer) int {
 	cmRef := fs.String("configmap", "", "the `namespace/name` of the ConfigMap to write topology.conf into")
 	fs.StringVar(&cfg.File, "file", "", "the topology.conf `path` slurmctld reads (written atomically)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", DefaultMinInterval, "least time between two reconfigures")
+	fs.DurationVar(&cfg.DriftPeriod, "drift-period", DefaultDriftPeriod, "how often the written topology is compared with what was applied")
 	noReconf := fs.Bool("no-reconfigure", false, "write only; something else reconfigures slurmctld")
 	level := fs.String("log-level", "info", "log level")
 	if err := fs.Parse(args); err != nil {

@@ -51,6 +51,9 @@ const (
 	// DefaultMinInterval is the least time between two reconfigures: a
 	// relabelling of many Nodes costs slurmctld one.
 	DefaultMinInterval = 10 * time.Second
+	// DefaultDriftPeriod: how often an edit of the topology by someone
+	// else is looked for.
+	DefaultDriftPeriod = time.Minute
 	// SyncTimeout bounds the informers' first list.
 	SyncTimeout = time.Minute
 	// ApplyTimeout bounds writing the ConfigMap and the reconfigure.
@@ -77,6 +80,9 @@ type Config struct {
 	// File, if set, is the topology.conf slurmctld reads.
 	File        string
 	MinInterval time.Duration
+	// DriftPeriod is how often the file and ConfigMap are compared with
+	// what was applied (default DefaultDriftPeriod).
+	DriftPeriod time.Duration
 }
 
 // Controller keeps slurmctld's topology in step with the Nodes' labels.
@@ -102,6 +108,9 @@ func New(cfg Config, cs kubernetes.Interface, rc Reconfigurer, log hclog.Logger)
 	}
 	if cfg.Plugin == "" {
 		cfg.Plugin = "tree"
+	}
+	if cfg.DriftPeriod <= 0 {
+		cfg.DriftPeriod = DefaultDriftPeriod
 	}
 	return &Controller{cfg: cfg, cs: cs, rc: rc, log: log.Named("topology"), kick: make(chan struct{}, 1)}
 }
@@ -145,17 +154,47 @@ func (c *Controller) Run(ctx context.Context) error {
 		"configmap", c.cfg.ConfigMapNamespace+"/"+c.cfg.ConfigMapName, "file", c.cfg.File)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	drift := time.NewTicker(c.cfg.DriftPeriod)
+	defer drift.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.kick:
 		case <-timer.C:
+		case <-drift.C:
+			c.checkDrift(ctx)
 		}
 		if wait := c.sync(ctx); wait > 0 {
 			timer.Reset(wait)
 		}
 	}
+}
+
+// checkDrift compares what slurmctld reads (the file, the ConfigMap) with
+// what was applied: an edit by someone else is drift, reported and then
+// overwritten by the next sync (rate-limited like any change).
+func (c *Controller) checkDrift(ctx context.Context) {
+	if c.applied == "" {
+		return
+	}
+	var where []string
+	if c.cfg.File != "" {
+		if b, err := os.ReadFile(c.cfg.File); err != nil || string(b) != c.applied {
+			where = append(where, c.cfg.File)
+		}
+	}
+	if c.cfg.ConfigMapName != "" {
+		cm, err := c.cs.CoreV1().ConfigMaps(c.cfg.ConfigMapNamespace).Get(ctx, c.cfg.ConfigMapName, metav1.GetOptions{})
+		if err != nil || cm.Data[ConfigMapKey] != c.applied {
+			where = append(where, "ConfigMap "+c.cfg.ConfigMapNamespace+"/"+c.cfg.ConfigMapName)
+		}
+	}
+	if len(where) == 0 {
+		return
+	}
+	c.log.Warn("topology drift: what slurmctld reads differs from the Nodes' labels; rewriting it", "in", strings.Join(where, ", "))
+	c.applied = "" // the next sync applies the labels' topology again
 }
 
 func (c *Controller) poke() {

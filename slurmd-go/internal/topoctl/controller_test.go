@@ -180,3 +180,30 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("%v", z)
 	}
 }
+
+// An edit of the written topology by someone else is reported as drift
+// and overwritten with the labels' topology.
+func TestController_Drift(t *testing.T) {
+	cs := fake.NewSimpleClientset(node("k1", zone("za")), pod("p1", "k1", "n1"))
+	file := filepath.Join(t.TempDir(), "topology.conf")
+	var logs syncBuf
+	rc := &countRC{}
+	c := New(Config{PodNamespace: "ns", File: file, MinInterval: time.Millisecond, DriftPeriod: 20 * time.Millisecond}, cs, rc,
+		hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "first reconfigure", func() bool { return rc.n.Load() == 1 })
+	good, _ := os.ReadFile(file)
+	if err := os.WriteFile(file, []byte("SwitchName=edited Nodes=n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the drift reported and repaired", func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(logs.String(), "topology drift") && string(b) == string(good) && rc.n.Load() == 2
+	})
+	if !strings.Contains(logs.String(), file) {
+		t.Fatalf("the drift log does not name the file:\n%s", logs.String())
+	}
+}
