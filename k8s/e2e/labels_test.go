@@ -102,6 +102,8 @@ func TestChart_Labels(t *testing.T) {
 	e.waitCondition(t, "SlurmNodeDrained", corev1.ConditionTrue, "admin maintenance")
 	c.MustRun(t, "", "scontrol", "update", "nodename=t2", "state=resume")
 	e.waitCondition(t, "SlurmNodeDrained", corev1.ConditionFalse, "not drained")
+	// and the node's state beside it
+	e.waitCondition(t, "SlurmNodeState", corev1.ConditionTrue, "IDLE")
 }
 
 // waitCondition waits for the Node's condition typ to have status and a

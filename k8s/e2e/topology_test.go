@@ -373,3 +373,38 @@ func TestTopology_Block(t *testing.T) {
 	e.labelNode(t, standIn, cw("nvl72-a"))
 	c.WaitFor(t, "t2 in t1's block", readyTimeout, want(map[string]string{"nvl72-a": "t1,t2"}))
 }
+
+// TestTopology_YAML: on 26.05 (topology.yaml is 25.05's) the controller
+// writes topology.yaml: a tree topology "default" from CoreWeave's fabric,
+// superpod and leaf group, and "default-block" from the NVLink domains;
+// slurmctld, which started without either, takes both.
+func TestTopology_YAML(t *testing.T) {
+	e := setup(t)
+	c := cluster.Start(t, cluster.Options{Impl: cluster.ImplGo, Release: "26.05", Nodes: 2, Unstarted: []string{"t1"}})
+	t.Cleanup(c.Stop)
+	ns := "tiee-" + strings.ToLower(c.Name)
+	const fab, pod, leaf, nvl = "ib.coreweave.cloud/fabric", "ib.coreweave.cloud/superpod", "ib.coreweave.cloud/leafgroup", "ds.coreweave.com/nvlink.domain"
+	e.labelNode(t, k8sNode, map[string]string{fab: "f1", pod: "sp1", leaf: "lg1", nvl: "nvl72-a"})
+	t.Cleanup(func() { e.labelNode(t, k8sNode, map[string]string{fab: "", pod: "", leaf: "", nvl: ""}) })
+	yamlPath := filepath.Join(c.Dir, "topology.yaml")
+	e.install(t, "topo", ns, []string{"node.name=t1", "config.hostPath=" + c.Dir, "probes.port=" + strconv.Itoa(freePort(t)),
+		"nodeSelector.kubernetes\\.io/hostname=" + k8sNode,
+		"topology.controller.enabled=true", "topology.controller.format=yaml", "topology.controller.file=" + yamlPath,
+		"topology.controller.minInterval=1s", "topology.controller.nodeSelector.kubernetes\\.io/hostname=" + k8sNode})
+	e.standInPod(t, ns, "t2")
+	e.labelNode(t, standIn, map[string]string{fab: "f1", pod: "sp1", leaf: "lg2", nvl: "nvl72-b"})
+	c.WaitFor(t, "both topologies of topology.yaml in slurmctld", readyTimeout, func() (bool, string) {
+		sw, bl := topology(t, c), blocks(t, c)
+		ok := sw["lg1"]["Nodes"] == "t1" && sw["lg2"]["Nodes"] == "t2" && sw["sp1"]["Switches"] == "lg1,lg2" && sw["f1"]["Switches"] == "sp1" &&
+			bl["nvl72-a"] == "t1" && bl["nvl72-b"] == "t2"
+		return ok, fmt.Sprint(sw, bl)
+	})
+	b, err := os.ReadFile(yamlPath)
+	if err != nil || !strings.Contains(string(b), "- topology: default\n  cluster_default: true\n  tree:") || !strings.Contains(string(b), "- topology: default-block") {
+		t.Fatalf("topology.yaml (%v):\n%s", err, b)
+	}
+	cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "topo-topology", metav1.GetOptions{})
+	if err != nil || cm.Data["topology.yaml"] != string(b) {
+		t.Fatalf("ConfigMap: %v %q", err, cm.Data)
+	}
+}

@@ -203,8 +203,9 @@ func (d *Daemon) syncDrain(ctx context.Context) {
 }
 
 // reportDrain keeps the Node's DrainCondition equal to slurmctld's drain
-// of this node (True with the reason while drained), patching only on a
-// change.
+// of this node (True with the reason while drained) and its StateCondition
+// to the node's state (reason the base state, message base+flags),
+// patching only on a change.
 func (d *Daemon) reportDrain(ctx context.Context, cs kubernetes.Interface, k8sNode string) {
 	log := d.log.Named("k8s")
 	t := time.NewTicker(K8sStatePeriod)
@@ -214,24 +215,22 @@ func (d *Daemon) reportDrain(ctx context.Context, cs kubernetes.Interface, k8sNo
 		rctx, cancel := context.WithTimeout(ctx, K8sDrainTimeout)
 		r, err := d.ctld.Node(rctx, d.config().NodeName)
 		if err == nil {
-			status, reason, msg := corev1.ConditionFalse, "SlurmNotDrained", "the Slurm node is not drained"
-			if r.NodeState&slurmproto.NodeStateDrain != 0 {
-				status, reason, msg = corev1.ConditionTrue, "SlurmDrained", "drained in Slurm: "+r.Reason
-			}
-			if key := string(status) + msg; key != last {
+			conds := nodeConditions(r)
+			if key := fmt.Sprint(conds); key != last {
 				now := metav1.Now()
-				patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-					Type: DrainCondition, Status: status, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now,
-				}}}})
+				for i := range conds {
+					conds[i].LastHeartbeatTime, conds[i].LastTransitionTime = now, now
+				}
+				patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
 				if _, err = cs.CoreV1().Nodes().PatchStatus(rctx, k8sNode, patch); err == nil {
 					last = key
-					log.Debug("node condition", "type", DrainCondition, "status", status, "message", msg)
+					log.Debug("node conditions", "drained", conds[0].Status, "state", conds[1].Message)
 				}
 			}
 		}
 		cancel()
 		if err != nil {
-			log.Warn("updating the node's Slurm drain condition failed", "error", err)
+			log.Warn("updating the node's Slurm conditions failed", "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -239,6 +238,22 @@ func (d *Daemon) reportDrain(ctx context.Context, cs kubernetes.Interface, k8sNo
 		case <-t.C:
 		}
 	}
+}
+
+// StateCondition is the Node condition that shows the Slurm node's state.
+const StateCondition = "SlurmNodeState"
+
+// nodeConditions are the Node conditions for slurmctld's record r (times
+// unset): DrainCondition, then StateCondition.
+func nodeConditions(r *slurmproto.NodeRecord) []corev1.NodeCondition {
+	drain := corev1.NodeCondition{Type: DrainCondition, Status: corev1.ConditionFalse, Reason: "SlurmNotDrained", Message: "the Slurm node is not drained"}
+	if r.NodeState&slurmproto.NodeStateDrain != 0 {
+		drain.Status, drain.Reason, drain.Message = corev1.ConditionTrue, "SlurmDrained", "drained in Slurm: "+r.Reason
+	}
+	base := strings.ToLower(slurmproto.NodeBaseName(r.NodeState))
+	state := corev1.NodeCondition{Type: StateCondition, Status: corev1.ConditionTrue,
+		Reason: "Slurm" + strings.ToUpper(base[:1]) + base[1:], Message: slurmproto.NodeStateName(r.NodeState)}
+	return []corev1.NodeCondition{drain, state}
 }
 
 // DynamicTopologySince is the first release whose dynamic nodes take a

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
 func TestK8sDrainReason(t *testing.T) {
@@ -29,5 +31,18 @@ func TestK8sDrainReason(t *testing.T) {
 		if got := k8sDrainReason(tc.cordoned, tc.conds, types); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestNodeConditions(t *testing.T) {
+	c := nodeConditions(&slurmproto.NodeRecord{NodeState: 3 | slurmproto.NodeStateDrain, Reason: "admin"})
+	if c[0].Type != DrainCondition || c[0].Status != corev1.ConditionTrue || c[0].Message != "drained in Slurm: admin" {
+		t.Fatalf("drain %+v", c[0])
+	}
+	if c[1].Type != StateCondition || c[1].Reason != "SlurmAllocated" || c[1].Message != "ALLOCATED+DRAIN" {
+		t.Fatalf("state %+v", c[1])
+	}
+	if c := nodeConditions(&slurmproto.NodeRecord{NodeState: 2}); c[0].Status != corev1.ConditionFalse || c[1].Reason != "SlurmIdle" {
+		t.Fatalf("%+v", c)
 	}
 }

@@ -96,3 +96,46 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal("a block without tiers accepted")
 	}
 }
+
+func TestTopologyYAML(t *testing.T) {
+	out, err := TopologyYAML([]Member{
+		{Node: "n2", Placement: Placement{Tiers: []string{"r1", "zb"}, Block: "nvl-b"}},
+		{Node: "n1", Placement: Placement{Tiers: []string{"r1", "za"}, Block: "nvl-a"}},
+		{Node: "n3", Placement: Placement{Tiers: []string{"r1", "za"}, Block: "nvl-a"}},
+	}, "default", []int{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `- topology: default
+  cluster_default: true
+  tree:
+    switches:
+        - switch: r1
+          children: za,zb
+        - switch: za
+          nodes: n1,n3
+        - switch: zb
+          nodes: n2
+- topology: default-block
+  cluster_default: false
+  block:
+    block_sizes:
+        - 2
+    blocks:
+        - block: nvl-a
+          nodes: n1,n3
+        - block: nvl-b
+          nodes: n2
+`
+	if body := out[strings.IndexByte(out, '\n')+1:]; body != want {
+		t.Fatalf("got\n%s\nwant\n%s", body, want)
+	}
+	// Without a block on every node: the tree only.
+	out, err = TopologyYAML([]Member{{Node: "n1", Placement: Placement{Tiers: []string{"r1"}}}}, "t", nil)
+	if err != nil || strings.Contains(out, "block") || !strings.Contains(out, "nodes: n1") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := TopologyYAML(nil, "t", nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("empty: %v", err)
+	}
+}

@@ -51,6 +51,8 @@ func controllerMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&block, "block-label", "", "the block's label `key` (overrides the vocabulary's)")
 	fs.StringVar(&cfg.Plugin, "plugin", "tree", "topology.conf for topology/tree or topology/block")
 	fs.IntSliceVar(&cfg.BlockSizes, "block-sizes", nil, "BlockSizes= of topology/block")
+	fs.StringVar(&cfg.Format, "format", "conf", "conf: topology.conf; yaml: topology.yaml (25.05+)")
+	fs.StringVar(&cfg.TopologyName, "topology-name", "default", "topology.yaml: the name of the tree topology (its blocks: NAME-block)")
 	fs.StringVar(&cfg.PodNamespace, "pod-namespace", "", "namespace of the slurmd-go pods (default all)")
 	fs.StringVar(&cfg.PodSelector, "pod-selector", "app.kubernetes.io/name=slurmd-go", "label selector of the slurmd-go pods")
 	cmRef := fs.String("configmap", "", "the `namespace/name` of the ConfigMap to write topology.conf into")

@@ -43,8 +43,12 @@ func SlurmNode(p *corev1.Pod) string {
 	return p.Spec.NodeName
 }
 
-// ConfigMapKey is the ConfigMap key holding topology.conf.
-const ConfigMapKey = "topology.conf"
+// ConfigMapKey is the ConfigMap key holding topology.conf; YAMLKey the
+// one holding topology.yaml (Format "yaml").
+const (
+	ConfigMapKey = "topology.conf"
+	YAMLKey      = "topology.yaml"
+)
 
 // Named bounds.
 const (
@@ -73,6 +77,11 @@ type Config struct {
 	// Plugin is "tree" (default) or "block" (topology/block, 23.11+).
 	Plugin     string
 	BlockSizes []int
+	// Format "yaml" writes topology.yaml (25.05+: named topologies, a
+	// tree named TopologyName and, where every node has a block, a block
+	// topology beside it) instead of topology.conf.
+	Format       string
+	TopologyName string
 	// The slurmd-go pods: namespace ("" all) and label selector.
 	PodNamespace, PodSelector string
 	// The ConfigMap written (namespace and name; no name: none).
@@ -109,6 +118,9 @@ func New(cfg Config, cs kubernetes.Interface, rc Reconfigurer, log hclog.Logger)
 	if cfg.Plugin == "" {
 		cfg.Plugin = "tree"
 	}
+	if cfg.TopologyName == "" {
+		cfg.TopologyName = "default"
+	}
 	if cfg.DriftPeriod <= 0 {
 		cfg.DriftPeriod = DefaultDriftPeriod
 	}
@@ -119,6 +131,9 @@ func New(cfg Config, cs kubernetes.Interface, rc Reconfigurer, log hclog.Logger)
 func (c *Controller) Run(ctx context.Context) error {
 	if c.cfg.Plugin != "tree" && c.cfg.Plugin != "block" {
 		return fmt.Errorf("topoctl: plugin %q: want tree or block", c.cfg.Plugin)
+	}
+	if c.cfg.Format != "" && c.cfg.Format != "conf" && c.cfg.Format != "yaml" {
+		return fmt.Errorf("topoctl: format %q: want conf or yaml", c.cfg.Format)
 	}
 	if _, err := labels.Parse(c.cfg.PodSelector); err != nil {
 		return fmt.Errorf("topoctl: pod selector %q: %w", c.cfg.PodSelector, err)
@@ -186,7 +201,7 @@ func (c *Controller) checkDrift(ctx context.Context) {
 	}
 	if c.cfg.ConfigMapName != "" {
 		cm, err := c.cs.CoreV1().ConfigMaps(c.cfg.ConfigMapNamespace).Get(ctx, c.cfg.ConfigMapName, metav1.GetOptions{})
-		if err != nil || cm.Data[ConfigMapKey] != c.applied {
+		if err != nil || cm.Data[c.key()] != c.applied {
 			where = append(where, "ConfigMap "+c.cfg.ConfigMapNamespace+"/"+c.cfg.ConfigMapName)
 		}
 	}
@@ -195,6 +210,14 @@ func (c *Controller) checkDrift(ctx context.Context) {
 	}
 	c.log.Warn("topology drift: what slurmctld reads differs from the Nodes' labels; rewriting it", "in", strings.Join(where, ", "))
 	c.applied = "" // the next sync applies the labels' topology again
+}
+
+// key is the ConfigMap key of the file written.
+func (c *Controller) key() string {
+	if c.cfg.Format == "yaml" {
+		return YAMLKey
+	}
+	return ConfigMapKey
 }
 
 func (c *Controller) poke() {
@@ -212,9 +235,9 @@ func (c *Controller) current(ctx context.Context) string {
 		cm, err := c.cs.CoreV1().ConfigMaps(c.cfg.ConfigMapNamespace).Get(ctx, c.cfg.ConfigMapName, metav1.GetOptions{})
 		if err == nil {
 			if c.cfg.File == "" {
-				return cm.Data[ConfigMapKey]
+				return cm.Data[c.key()]
 			}
-			if b, err := os.ReadFile(c.cfg.File); err == nil && string(b) == cm.Data[ConfigMapKey] {
+			if b, err := os.ReadFile(c.cfg.File); err == nil && string(b) == cm.Data[c.key()] {
 				return string(b)
 			}
 			return ""
@@ -272,7 +295,10 @@ func (c *Controller) render() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c.cfg.Plugin == "block" {
+	switch {
+	case c.cfg.Format == "yaml":
+		return k8stopo.TopologyYAML(members, c.cfg.TopologyName, c.cfg.BlockSizes)
+	case c.cfg.Plugin == "block":
 		return k8stopo.BlockConf(members, c.cfg.BlockSizes)
 	}
 	return k8stopo.TreeConf(members)
@@ -373,7 +399,7 @@ func (c *Controller) writeConfigMap(ctx context.Context, conf string) error {
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.cfg.ConfigMapName, Namespace: c.cfg.ConfigMapNamespace,
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "slurmd-go-topology"}},
-			Data: map[string]string{ConfigMapKey: conf}}
+			Data: map[string]string{c.key(): conf}}
 		if _, err := api.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("topoctl: create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 		}
@@ -385,7 +411,7 @@ func (c *Controller) writeConfigMap(ctx context.Context, conf string) error {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[ConfigMapKey] = conf
+	cm.Data[c.key()] = conf
 	if _, err := api.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("topoctl: update ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
