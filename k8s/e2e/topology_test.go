@@ -75,11 +75,11 @@ func (e env) standInPod(t *testing.T, ns, slurm string) {
 	})
 }
 
-// showTopology is `scontrol show topology`, one field map per line (nil
-// while scontrol fails).
-func showTopology(t *testing.T, c *cluster.Cluster) []map[string]string {
+// showTopology is `scontrol show topology [NAME]`, one field map per line
+// (nil while scontrol fails).
+func showTopology(t *testing.T, c *cluster.Cluster, name ...string) []map[string]string {
 	t.Helper()
-	out, _, err := c.Run(t, "", "scontrol", "show", "topology")
+	out, _, err := c.Run(t, "", append([]string{"scontrol", "show", "topology"}, name...)...)
 	if err != nil {
 		return nil
 	}
@@ -320,11 +320,11 @@ func TestTopology(t *testing.T) {
 	c.MustRun(t, "", "scancel", one)
 }
 
-// blocks is topology/block's: block -> nodes.
-func blocks(t *testing.T, c *cluster.Cluster) map[string]string {
+// blocks is topology/block's (of topology.yaml's topology NAME): block -> nodes.
+func blocks(t *testing.T, c *cluster.Cluster, name ...string) map[string]string {
 	t.Helper()
 	b := map[string]string{}
-	for _, f := range showTopology(t, c) {
+	for _, f := range showTopology(t, c, name...) {
 		if f["BlockName"] != "" {
 			b[f["BlockName"]] = f["Nodes"]
 		}
@@ -394,7 +394,7 @@ func TestTopology_YAML(t *testing.T) {
 	e.standInPod(t, ns, "t2")
 	e.labelNode(t, standIn, map[string]string{fab: "f1", pod: "sp1", leaf: "lg2", nvl: "nvl72-b"})
 	c.WaitFor(t, "both topologies of topology.yaml in slurmctld", readyTimeout, func() (bool, string) {
-		sw, bl := topology(t, c), blocks(t, c)
+		sw, bl := topology(t, c), blocks(t, c, "default-block")
 		ok := sw["lg1"]["Nodes"] == "t1" && sw["lg2"]["Nodes"] == "t2" && sw["sp1"]["Switches"] == "lg1,lg2" && sw["f1"]["Switches"] == "sp1" &&
 			bl["nvl72-a"] == "t1" && bl["nvl72-b"] == "t2"
 		return ok, fmt.Sprint(sw, bl)
