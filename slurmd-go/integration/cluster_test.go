@@ -53,7 +53,12 @@ func TestCluster_Steady(t *testing.T) {
 }
 
 func TestCluster_Disrupt(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{})
+	// A healthy node is skipped by ping rounds for SlurmdTimeout/3 after it answers,
+	// and a round that includes a dead node lasts ~MessageTimeout+2 s (7 s), so it may
+	// go SlurmdTimeout/3+7 s unpinged; slurmctld sets it DOWN once that exceeds
+	// SlurmdTimeout (ping_nodes.c), and at 8 s only the race with slurmctld's async
+	// node-update thread saved it. 15 s leaves 3 s.
+	c := cluster.Start(t, cluster.Options{SlurmdTimeout: 15})
 
 	t.Run("CtldRestart", func(t *testing.T) { testCtldRestart(t, c) })
 	t.Run("KillOneNode", func(t *testing.T) { testKillOneNode(t, c) })
