@@ -26,9 +26,10 @@ BENCH_BIN := bin/bench
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build bin/slurmd-go, its step manager bin/slurmstepd-go and (with libpmix-dev) the PMIx helper bin/slurmd-go-pmix
+build: ## build bin/slurmd-go, its step manager bin/slurmstepd-go, the SPANK host bin/spank-runner and (with libpmix-dev) the PMIx helper bin/slurmd-go-pmix
 	$(GO) build -o $(BIN) ./slurmd-go/cmd/slurmd
 	$(GO) build -o $(STEPD) ./slurmd-go/cmd/slurmstepd
+	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic -o bin/spank-runner spank/runner/*.c -ldl
 	@if pkg-config --exists pmix 2>/dev/null; then \
 		echo "$(CC) -o $(PMIX_HELPER) slurmd-go/pmixhelper/pmixhelper.c (libpmix $$(pkg-config --modversion pmix))"; \
 		$(CC) -O2 -Wall -Wextra -Werror -o $(PMIX_HELPER) slurmd-go/pmixhelper/pmixhelper.c $$(pkg-config --cflags --libs pmix) -lpthread; \

@@ -7,7 +7,7 @@
 #
 #   IMPL   go or stock (TIEE_SLURMD_IMPL)
 #   RUN    RELEASE/AUTH/TESTS: 22.05/munge/all, 26.05/slurm/subset, ...
-#          TESTS is "all" or "subset" (registration, batch, prolog at allocation, srun, sbcast, daemon admin, restart, suspend, gang, extern step, configless
+#          TESTS is "all" or "subset" (registration, batch, prolog at allocation, srun, sbcast, daemon admin, restart, suspend, gang, extern step, configless, SPANK
 #          and pam_slurm_adopt, callerid, TreeWidth forwarding, unconfirmed batch launch, bad input and
 #          bad tokens, --container and enable_stepmgr refused, task/affinity said, 24.11 nodes under a 26.05 slurmctld,
 #          MPI: TestMPI; not TestMPI_PMIx, as Debian's 26.05 has no srun mpi/pmix plugin),
@@ -19,7 +19,7 @@
 # (default 25m, per run) are honoured.
 set -uo pipefail
 
-subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestGangScheduling|TestExternStep|TestCallerID|TestLaunchFailed_NoRequeue|TestForwarding_TreeWidth|TestBatchLaunch_Unconfirmed|TestBadInput_(DaemonKeepsServing|Tokens)|TestSbcast|TestBatchPrologAlloc|TestBatch_RegistrationListsRunningJob|TestDaemon_.*|TestContainer_Refused|TestStepmgr_Refused|TestAffinity_Unprovided|TestMixedRelease_2411NodesUnder2605|TestMPI|TestGres|TestGres_PrintGres|TestGres_NVMLMock|TestGresBind|TestMetrics|TestGPUHealth|TestConfigless)$'
+subset='^(TestCluster_(Steady|Disrupt)|TestBatch|TestSrun|TestRestart|TestSuspend|TestGangScheduling|TestExternStep|TestCallerID|TestLaunchFailed_NoRequeue|TestForwarding_TreeWidth|TestBatchLaunch_Unconfirmed|TestBadInput_(DaemonKeepsServing|Tokens)|TestSbcast|TestBatchPrologAlloc|TestBatch_RegistrationListsRunningJob|TestDaemon_.*|TestContainer_Refused|TestStepmgr_Refused|TestAffinity_Unprovided|TestMixedRelease_2411NodesUnder2605|TestMPI|TestGres|TestGres_PrintGres|TestGres_NVMLMock|TestGresBind|TestMetrics|TestGPUHealth|TestConfigless|TestSpank_.*)$'
 
 impl=${1:?usage: integration.sh go|stock RELEASE/AUTH/all|subset...}
 shift

@@ -48,23 +48,9 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/slurmproto"
 )
 
-// releaseVersions are the Slurm versions slurmd-go reports (registration,
-// scontrol show slurmd) when it speaks each release: those of the stock
-// daemons it is tested against.
-var releaseVersions = map[uint16]string{
-	slurmproto.Version2205: "22.05.8",
-	slurmproto.Version2411: "24.11.5",
-	slurmproto.Version2605: "26.05.5",
-}
-
 // versionString is the Slurm version reported when speaking protocol v
 // (22.05's before the controller's release is known).
-func versionString(v uint16) string {
-	if s, ok := releaseVersions[v]; ok {
-		return s
-	}
-	return releaseVersions[slurmproto.Version2205]
-}
+func versionString(v uint16) string { return slurmproto.ReleaseVersion(v) }
 
 // ProtocolEnv pins the protocol release ("24.11") instead of negotiating
 // it with slurmctld.
@@ -448,6 +434,16 @@ func (d *Daemon) run(parent context.Context) error {
 	bc := d.newBcast()
 	d.jobs.SetLibDirs(bc.LibDirs)
 	d.jobs.SetGresRecords(d.gresRecords)
+	// slurmd.c _slurmd_init: the plugin stack's slurmd context, fatal on
+	// failure; plugins are built for one release, so it waits for the
+	// controller's unless that is pinned.
+	if d.ctld.Version() != 0 {
+		if err := d.jobs.StartSpank(); err != nil {
+			d.log.Error("Unable to initialize plugin stack", "error", err)
+			return fmt.Errorf("spank: plugin stack initialization failed: %w", err)
+		}
+	}
+	defer d.jobs.StopSpank()
 	routes := handlers.Merge(handlers.NodeRoutes(d), handlers.JobRoutes(bcastJobs{Jobs: d.jobs, bcast: bc}, d.privileged), handlers.BcastRoutes(bc),
 		handlers.ForwardDataRoutes(fwddata.Node{NodeName: func() string { return d.config().NodeName }, Log: d.log.Named("fwddata")}))
 	d.disp = rpc.New(d.auth, routes, fwd, d.settings(cfg), d.log)
@@ -539,6 +535,11 @@ loop:
 				// As that release's slurmd would have at start.
 				d.log.Error("slurm.conf is not valid for the controller's release", "error", err)
 				runErr = err
+				break loop
+			}
+			if err := d.jobs.StartSpank(); err != nil {
+				d.log.Error("Unable to initialize plugin stack", "error", err)
+				runErr = fmt.Errorf("spank: plugin stack initialization failed: %w", err)
 				break loop
 			}
 		}

@@ -224,6 +224,8 @@ func (m *Manager) spec(kind stepapi.Kind, version uint16, raw []byte) stepapi.St
 		TaskPlugin:                    c.TaskPlugin,
 		UnkillableStepTimeout:         c.UnkillableStepTimeout,
 		TaskEpilog:                    c.TaskEpilog,
+		PlugStack:                     c.PlugStackConfig,
+		PluginDir:                     c.PluginDir,
 		TmpFS:                         cfg.TmpFS,
 		LogFile:                       cfg.LogFile,
 		LogLevel:                      level,
@@ -356,7 +358,7 @@ func (m *Manager) prologOnce(ctx context.Context, j *job, sj scriptJob) (rc uint
 		defer m.mu.Unlock()
 		return j.prologRC, false
 	}
-	st := m.runScripts(ctx, "prolog", m.scriptEnv(sj))
+	st := m.runJobScripts(ctx, "prolog", sj)
 	if st != 0 {
 		rc = slurmproto.ESlurmdPrologFailed
 		m.log.Error("prolog failed", "job_id", sj.JobID, "status", fmt.Sprintf("%d:%d", exitOf(st), sigOf(st)))

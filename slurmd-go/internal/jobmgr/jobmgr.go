@@ -73,6 +73,7 @@ type Manager struct {
 	// watcher learns of launched steps and ended jobs (SetStepWatcher;
 	// nil: none).
 	watcher StepWatcher
+	spank   spankHost
 
 	mu          sync.Mutex
 	jobs        map[uint32]*job // guarded by mu

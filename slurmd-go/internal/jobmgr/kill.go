@@ -138,12 +138,12 @@ func (m *Manager) finishTerminate(ctx context.Context, req *slurmproto.KillJob, 
 			m.waitStepsGone(ctx, id, StepsGoneTimeout)
 		}
 	}
-	st := m.runScripts(ctx, "epilog", m.scriptEnv(scriptJob{
+	st := m.runJobScripts(ctx, "epilog", scriptJob{
 		JobID: id, HetJobID: req.HetJobID, UID: req.JobUID, GID: req.JobGID,
 		UserName: credUser(req.Cred), WorkDir: req.WorkDir, Nodes: req.Nodes,
 		SpankJobEnv: req.SpankJobEnv, Cred: req.Cred,
 		Epilog: true, DerivedEC: req.DerivedEC, ExitCode: req.ExitCode,
-	}))
+	})
 	rc := uint32(0)
 	if st != 0 {
 		rc = slurmproto.ESlurmdEpilogFailed

@@ -41,12 +41,13 @@ func (m *Manager) scriptEnv(j scriptJob) []string {
 	cfg := m.cfg()
 	v := m.protocol()
 	env := []string{}
-	// SPANK job env is only taken with a SPANK_ prefix: it is user input
-	// and Prolog/Epilog run as root.
+	// valid_spank_job_env: the SPANK job env is user input and Prolog/Epilog
+	// run as root, so every entry gets a SPANK_ prefix it lacks.
 	for _, kv := range j.SpankJobEnv {
-		if len(kv) > 6 && kv[:6] == "SPANK_" {
-			env = append(env, kv)
+		if !strings.HasPrefix(kv, "SPANK_") {
+			kv = "SPANK_" + kv
 		}
+		env = append(env, kv)
 	}
 	// setenvf: a later value replaces an earlier one in place.
 	set := func(k, val string) {
@@ -251,19 +252,7 @@ func (m *Manager) runScript(ctx context.Context, kind, path string, env []string
 	if path == "" {
 		return 0
 	}
-	c := m.cfg().Conf
-	t := c.PrologEpilogTimeout
-	if c.Version >= slurmproto.Version2605 {
-		// 26.05 times the two apart (PrologTimeout, EpilogTimeout).
-		if t = c.PrologTimeout; kind == "epilog" {
-			t = c.EpilogTimeout
-		}
-	}
-	timeout := ScriptTimeoutUnset
-	if t != 0 && t != slurmproto.NoVal16 && t != slurmproto.Infinite16 {
-		timeout = time.Duration(t) * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, m.scriptTimeout(kind))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = env // the daemon's working directory is kept, as slurmd's is
@@ -283,6 +272,36 @@ func (m *Manager) runScript(ctx context.Context, kind, path string, env []string
 	}
 	m.log.Error(kind+" could not run", "path", path, "error", err)
 	return 127 << 8
+}
+
+// scriptTimeout bounds one Prolog or Epilog run.
+func (m *Manager) scriptTimeout(kind string) time.Duration {
+	c := m.cfg().Conf
+	t := c.PrologEpilogTimeout
+	if c.Version >= slurmproto.Version2605 {
+		// 26.05 times the two apart (PrologTimeout, EpilogTimeout).
+		if t = c.PrologTimeout; kind == "epilog" {
+			t = c.EpilogTimeout
+		}
+	}
+	if t != 0 && t != slurmproto.NoVal16 && t != slurmproto.Infinite16 {
+		return time.Duration(t) * time.Second
+	}
+	return ScriptTimeoutUnset
+}
+
+// runJobScripts is prep_script_slurmd.c's _run_spank_job_script and
+// script: the SPANK job_script stack (if a plugin has the hook), then the
+// real scripts, both always; the real status wins when both fail.
+func (m *Manager) runJobScripts(ctx context.Context, kind string, j scriptJob) uint32 {
+	env := m.scriptEnv(j)
+	sctx, cancel := context.WithTimeout(ctx, m.scriptTimeout(kind))
+	spankStatus := m.runSpankScript(sctx, kind, j, env)
+	cancel()
+	if st := m.runScripts(ctx, kind, env); st != 0 {
+		return st
+	}
+	return spankStatus
 }
 
 // runScripts runs a job's Prolog or Epilog scripts: 22.05 has one; from

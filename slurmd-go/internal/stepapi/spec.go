@@ -77,6 +77,10 @@ type StartSpec struct {
 	UnkillableStepTimeout time.Duration `json:"unkillable_step_timeout,omitempty"`
 	TaskEpilog            string        `json:"task_epilog"`
 	TmpFS                 string        `json:"tmp_fs"`
+	// PlugStack is plugstack.conf's path and PluginDir slurm.conf's: a step
+	// hosts the SPANK plugins named there (spank/runner).
+	PlugStack string `json:"plugstack,omitempty"`
+	PluginDir string `json:"plugin_dir,omitempty"`
 	// PackNodes is SelectTypeParameters CR_Pack_Nodes (task layout).
 	PackNodes bool `json:"pack_nodes"`
 

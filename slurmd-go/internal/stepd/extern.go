@@ -4,6 +4,8 @@ package stepd
 
 import (
 	"os/exec"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/spank"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -76,6 +78,15 @@ func (s *Step) runExtern() {
 	s.reaper = proc.NewReaper()
 	defer s.reaper.Stop()
 	s.makeCgroup()
+	if s.spankStep() {
+		// _spawn_job_container: spank_init first; a failure ends the step.
+		if _, ok := s.startSpank(spank.ModeExtern, []uint32{uint32(s.nodeID)}); !ok {
+			s.log.Error("_spawn_job_container: Plugin stack initialization failed.")
+			s.setState(stepapi.StateEnding)
+			s.finishExtern()
+			return
+		}
+	}
 	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
 		// 26.05 holds no process: the step runs until it is killed
 		// (mgr.c waits for SLURMSTEPD_STEP_CANCELLED), and listpids shows
@@ -115,6 +126,11 @@ func (s *Step) runExtern() {
 			return
 		}
 	}
+	if s.spank != nil {
+		if err := s.spank.Extern(pid); err != nil {
+			s.log.Error("spank extern task post-fork failed", "error", err)
+		}
+	}
 	s.setState(stepapi.StateRunning)
 	s.log.Info("extern step running", "pid", pid)
 	e := <-exitCh
@@ -128,6 +144,7 @@ func (s *Step) runExtern() {
 // sends REQUEST_STEP_COMPLETE and removes the socket and cgroup.
 func (s *Step) finishExtern() {
 	s.killAll()
+	s.finiSpank()
 	// The extern step's step_rc is never computed by stock: always 0.
 	s.sendStepComplete(0)
 	s.closeSocket()

@@ -5,6 +5,7 @@ package stepd
 import (
 	"encoding/json"
 	"errors"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/spank"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/cparse"
 	"io/fs"
 	"os"
@@ -53,6 +54,7 @@ func (s *Step) run() {
 	rc := s.jobManager()
 	s.setState(stepapi.StateEnding)
 	s.killAll()
+	s.finiSpank()
 	s.batchFinish(rc)
 	s.closeSocket()
 	s.removeDevices()
@@ -101,6 +103,12 @@ func (s *Step) jobManager() uint32 {
 	defer files[0].Close()
 	defer files[1].Close()
 
+	if s.spankStep() {
+		// mgr.c: spank_init, then spank_user after the chdir.
+		if rc, ok := s.startSpank(spank.ModeBatch, []uint32{0}); !ok {
+			return rc
+		}
+	}
 	self, err := s.opts.selfPath()
 	if err != nil {
 		s.log.Error("cannot find own binary", "error", err)
@@ -115,22 +123,33 @@ func (s *Step) jobManager() uint32 {
 	cmd.ExtraFiles = []*os.File{cfgR}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	exitCh, err := s.reaper.Start(cmd)
+	var exitCh <-chan proc.Exit
+	var pid int
+	if s.spank != nil {
+		exitCh = s.spankExitChans(1)[0]
+		pid, err = s.spank.Task(0, 0, true, false, s.taskConfig(0, umask, nice).Env, []*os.File{files[0], files[1], files[2], cfgR})
+	} else {
+		exitCh, err = s.reaper.Start(cmd)
+	}
 	cfgR.Close()
 	if err != nil {
 		cfgW.Close()
 		s.errorLine("child fork: %s", strerror(err))
 		return slurmproto.ESlurmdExecveFailed
 	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
+	if cmd.Process != nil {
+		pid = cmd.Process.Pid
+		_ = cmd.Process.Release()
+	}
 	s.mu.Lock()
 	s.pid = pid
 	s.mu.Unlock()
 	s.log.Info("task 0 started", "pid", pid)
 
+	// ended in a plugin's task_init_privileged
+	gone := func() bool { return s.spank != nil && !proc.Alive(pid) }
 	if s.cg != nil {
-		if err := s.cg.AddPID(pid); err != nil {
+		if err := s.cg.AddPID(pid); err != nil && !gone() {
 			// proctrack_g_add failure aborts the launch.
 			s.log.Error("proctrack add", "pid", pid, "error", err)
 			cfgW.Close()
@@ -139,12 +158,17 @@ func (s *Step) jobManager() uint32 {
 			return slurmproto.ESlurmdExecveFailed
 		}
 	}
-	if err := s.addTaskDevices(0, pid, true); err != nil {
+	if err := s.addTaskDevices(0, pid, true); err != nil && !gone() {
 		s.log.Error("task device cgroup", "pid", pid, "error", err)
 		cfgW.Close()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		s.recordExit(<-exitCh)
 		return slurmproto.ESlurmdExecveFailed
+	}
+	if s.spank != nil {
+		if err := s.spank.Go(0); err != nil {
+			s.log.Error("spank task_post_fork", "error", err)
+		}
 	}
 	cfg := s.taskConfig(pid, umask, nice)
 	b, _ := json.Marshal(cfg)
@@ -159,6 +183,7 @@ func (s *Step) jobManager() uint32 {
 	s.recordExit(e)
 	s.log.Info("task 0 exited", "status", uint32(e.Status))
 	s.taskEpilog()
+	s.spankTaskExit(0)
 	s.checkOOM()
 	return 0
 }
@@ -457,6 +482,9 @@ func (s *Step) containerPIDs() []int {
 	seen := map[int]bool{}
 	var out []int
 	self := os.Getpid()
+	if r := s.spankRunner(); r != nil {
+		seen[r.PID()] = true // the step manager's helper, killed at its end
+	}
 	add := func(p int) {
 		if p > 0 && p != self && !seen[p] && proc.Alive(p) {
 			seen[p] = true

@@ -89,6 +89,9 @@ func Main(args []string) int {
 	case stepapi.CmdServe:
 		return Serve(Options{})
 	case stepapi.CmdTask:
+		if len(args) > 1 && args[1] == spankTaskArg {
+			return SpankTask()
+		}
 		return Task()
 	case userenv.CmdGetenv:
 		if err := userenv.Dump(os.Stdout); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/fname"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/spank"
 	"io/fs"
 	"net"
 	"os"
@@ -36,10 +37,13 @@ type Step struct {
 	tasks  []*stepTask                // tasks steps: the local tasks
 	sio    *stepIO                    // tasks steps: I/O to srun and sattach
 	pty    *os.File                   // tasks steps with --pty: the terminal's master side
-	mpi    MPIHost                    // tasks steps: the MPI plugin's server (mpi.go), nil for none
-	opts   Options
-	log    hclog.Logger
-	id     slurmproto.StepID
+	spank  *spank.Runner              // the step's SPANK plugins' host, if plugstack.conf names any
+	// spankFailed: a required plugin failed init or user_init (launch failed).
+	spankFailed bool
+	mpi         MPIHost // tasks steps: the MPI plugin's server (mpi.go), nil for none
+	opts        Options
+	log         hclog.Logger
+	id          slurmproto.StepID
 
 	// Identity and limits, fixed at setup.
 	uid, gid   uint32

@@ -91,8 +91,21 @@ type taskConfig struct {
 // taskConfigFD is the helper's config pipe.
 const taskConfigFD = 3
 
+// spankTaskArg: "slurmstepd-go task spank" is the helper exec'd by
+// spank-runner's task child, already the user and past task_init; its
+// environment is what the plugins changed in the task's (PROTOCOL.md).
+const spankTaskArg = "spank"
+
+// spankUnsetVar lists, \x1f-separated, the variables the plugins removed.
+const spankUnsetVar = "_TIEE_SPANK_UNSET"
+
 // Task is the helper's main: it never returns on success (exec).
-func Task() int {
+func Task() int { return task(false) }
+
+// SpankTask is Task for a task spank-runner forked.
+func SpankTask() int { return task(true) }
+
+func task(fromSpank bool) int {
 	f := os.NewFile(taskConfigFD, "config")
 	b, err := readFrameFrom(f)
 	f.Close()
@@ -112,7 +125,19 @@ func Task() int {
 			return 1
 		}
 	}
-	t := &taskRun{c: c, env: Env(c.Env), stderr: os.Stderr}
+	t := &taskRun{c: c, env: Env(c.Env), stderr: os.Stderr, dropped: fromSpank}
+	if fromSpank {
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			if k == spankUnsetVar {
+				for _, u := range strings.Split(v, "\x1f") {
+					t.env.Unset(u)
+				}
+				continue
+			}
+			t.env.Overwrite(k, v)
+		}
+	}
 	if c.Mode == modeScript {
 		return t.script()
 	}
@@ -123,6 +148,9 @@ type taskRun struct {
 	c      taskConfig
 	env    Env
 	stderr io.Writer
+	// dropped: spank-runner's child made this process the user already
+	// (and raised its limits and OOM score as root before).
+	dropped bool
 }
 
 // logf writes one of slurmstepd's log lines, as its forked task logs it to
@@ -165,6 +193,13 @@ func (t *taskRun) becomeUser() error {
 }
 
 func (t *taskRun) job() int {
+	if t.dropped {
+		if t.c.Nice != nil {
+			// As the user: only a positive adjustment can still apply.
+			_ = unix.Setpriority(unix.PRIO_PROCESS, 0, *t.c.Nice)
+		}
+		return t.jobAsUser()
+	}
 	_ = proc.SetOOMScoreAdj(0, 0) // the tasks may be killed by OOM
 	if t.c.Nice != nil {
 		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, *t.c.Nice); err != nil {
@@ -186,6 +221,11 @@ func (t *taskRun) job() int {
 		t.errorf("_become_user failed: %s", strerror(err))
 		return 1
 	}
+	return t.jobAsUser()
+}
+
+// jobAsUser is the batch script's or task's setup once it is the user.
+func (t *taskRun) jobAsUser() int {
 	if err := os.Chdir(t.c.Cwd); err != nil {
 		t.errorf("couldn't chdir to `%s': %s: going to /tmp instead", t.c.Cwd, strerror(err))
 		if err := os.Chdir("/tmp"); err != nil {

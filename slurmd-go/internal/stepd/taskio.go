@@ -259,6 +259,18 @@ func (s *Step) taskStdio(i int) ([3]*os.File, error) {
 	return f, nil
 }
 
+// closeUnstartedStdio closes the tasks' ends of their stdio when the launch
+// failed before any fork, so that the I/O drains at once instead of
+// waiting for output no task will write.
+func (s *Step) closeUnstartedStdio() {
+	if s.sio == nil {
+		return
+	}
+	for _, files := range s.sio.child {
+		closeAll(files)
+	}
+}
+
 func dupFile(f *os.File) (*os.File, error) {
 	d, err := syscall.Dup(int(f.Fd()))
 	if err != nil {

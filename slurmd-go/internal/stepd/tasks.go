@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/spank"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -166,6 +167,12 @@ func (s *Step) runTasks() {
 	// confined at the job level only.
 	s.confineDevices(s.id.StepID == slurmproto.StepIDInteractive)
 	rc, exits := s.forkTasks()
+	if rc != 0 && s.spankFailed {
+		// job_manager: exits recorded while the fork-all failed (24.11's
+		// failed spank_user) reach srun before the abnormal launch reply.
+		for s.sendPendingExits() > 0 {
+		}
+	}
 	s.sendLaunchResponse(rc)
 	from := "STARTING"
 	if rc == 0 {
@@ -175,10 +182,11 @@ func (s *Step) runTasks() {
 		s.waitTasks(exits)
 	} else {
 		// Nothing runs: tell srun that every task "exited" with the
-		// launch error so it does not wait for them.
+		// launch error so it does not wait for them (not after a plugin
+		// stack failure: stock's tasks then have no exit to report).
 		s.mu.Lock()
 		for _, t := range s.tasks {
-			if !t.exited {
+			if !t.exited && !s.spankFailed {
 				t.exited, t.status = true, int32(rc)<<8
 			}
 		}
@@ -206,6 +214,7 @@ func (s *Step) runTasks() {
 	s.stepdLog(logDebug, "Waiting for IO")
 	s.stepdLog(logDebug, "Closing debug channel")
 	s.closeIO(IODrainTimeout)
+	s.finiSpank()
 	if s.spec.ProtocolVersion >= slurmproto.Version2605 {
 		// 26.05 tells slurmctld first (stepd_send_step_complete_msgs,
 		// then stepd_send_pending_exit_msgs): the next srun cannot ask
@@ -268,6 +277,20 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		return slurmproto.SlurmError, nil
 	}
 	defer s.mpiAfterFork()
+	if s.spankStep() {
+		// mgr.c: spank_init before the fork-all, spank_user after the chdir.
+		gtids := make([]uint32, len(s.tasks))
+		for i, t := range s.tasks {
+			gtids[i] = t.gtid
+		}
+		if rc, ok := s.startSpank(spank.ModeTasks, gtids); !ok {
+			s.closeUnstartedStdio()
+			return rc, nil
+		}
+		if debug := s.parallelDebug(); debug {
+			s.log.Warn("parallel debug: tasks started by spank-runner are not stopped at exec")
+		}
+	}
 	s.stepdLog(logVerbose, "starting %d tasks", len(s.tasks))
 	exits := make(chan taskExit, len(s.tasks))
 	pgid := 0
@@ -282,7 +305,11 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		exit <-chan proc.Exit
 		stop <-chan proc.Exit // parallel debug: the stop at exec
 	}
-	debug := s.parallelDebug()
+	debug := s.parallelDebug() && s.spank == nil
+	var spankExits map[int]chan proc.Exit
+	if s.spank != nil {
+		spankExits = s.spankExitChans(len(s.tasks))
+	}
 	// A debugged task's tracer is the thread that forked it (pdebug_linux.go).
 	defer debugThread(debug)()
 	var releases []release
@@ -330,9 +357,20 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		}
 		var exitCh, stopCh <-chan proc.Exit
-		if debug {
+		var pid int
+		switch {
+		case s.spank != nil:
+			// The runner forks the task: its plugins' task hooks run in it.
+			fds := append(files[:], cmd.ExtraFiles...)
+			group, lead := pgid, s.pty != nil && i == 0
+			if s.pty != nil && i > 0 {
+				group = -1
+			}
+			pid, err = s.spank.Task(i, group, lead, lead, s.taskEnv(t, 0), fds)
+			exitCh = spankExits[i]
+		case debug:
 			exitCh, stopCh, err = s.reaper.StartTraced(cmd)
-		} else {
+		default:
 			exitCh, err = s.reaper.Start(cmd)
 		}
 		cfgR.Close()
@@ -343,8 +381,10 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			abort()
 			return slurmproto.ESlurmdExecveFailed, nil
 		}
-		pid := cmd.Process.Pid
-		_ = cmd.Process.Release()
+		if cmd.Process != nil {
+			pid = cmd.Process.Pid
+			_ = cmd.Process.Release()
+		}
 		if pgid == 0 {
 			pgid = pid
 		}
@@ -354,15 +394,19 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			s.pid = pid
 		}
 		s.mu.Unlock()
+		// A task the runner forked may already have ended in a plugin's
+		// task_init_privileged: its exit is what srun hears, not a failed
+		// placement (stock adds the pid of a task that died meanwhile too).
+		gone := func() bool { return s.spank != nil && !proc.Alive(pid) }
 		if s.cg != nil {
-			if err := s.cg.AddPID(pid); err != nil {
+			if err := s.cg.AddPID(pid); err != nil && !gone() {
 				s.log.Error("proctrack add", "pid", pid, "error", err)
 				cfgW.Close()
 				abort()
 				return slurmproto.ESlurmdExecveFailed, nil
 			}
 		}
-		if err := s.addTaskDevices(int(t.ltid), pid, s.id.StepID == slurmproto.StepIDInteractive); err != nil {
+		if err := s.addTaskDevices(int(t.ltid), pid, s.id.StepID == slurmproto.StepIDInteractive); err != nil && !gone() {
 			// task/cgroup's failure stops the launch.
 			s.log.Error("task device cgroup", "task", t.gtid, "error", err)
 			cfgW.Close()
@@ -393,7 +437,16 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			}
 		}
 	}
-	for _, r := range releases {
+	for i, r := range releases {
+		if s.spank != nil {
+			// mgr.c _fork_all_tasks: task_post_fork per task, then the gates;
+			// a required plugin's failure ends the launch.
+			if err := s.spank.Go(i); err != nil {
+				s.log.Error("spank task post-fork failed", "task", r.t.gtid, "error", err)
+				abort()
+				return slurmproto.SlurmError, nil
+			}
+		}
 		err := writeFrameTo(r.w, r.cfg)
 		r.w.Close()
 		if err != nil {
@@ -776,6 +829,7 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 		s.recordTaskExit(x)
 		s.stepTaskExited(x.t)
 		s.stepTaskEpilogs(x.t)
+		s.spankTaskExit(x.t.ltid)
 		left--
 		// Gather exits that arrive together (one wait3 round in stock).
 		timer := time.NewTimer(ExitBatchWindow)
@@ -786,6 +840,7 @@ func (s *Step) waitTasks(exits <-chan taskExit) {
 				s.recordTaskExit(x)
 				s.stepTaskExited(x.t)
 				s.stepTaskEpilogs(x.t)
+				s.spankTaskExit(x.t.ltid)
 				left--
 			case <-timer.C:
 				break gather

@@ -507,6 +507,7 @@ func (b *builder) scalars() error {
 		c.GresTypes = strings.Split(g, ",")
 	}
 	c.PlugStackConfig = b.str("PlugStackConfig", filepath.Join(filepath.Dir(b.file), "plugstack.conf"))
+	c.PluginDir = b.str("PluginDir", DefaultPluginDir)
 	c.ReturnToService = uint16(b.num("ReturnToService", 16, 0))
 	c.MaxTasksPerNode = uint16(b.num("MaxTasksPerNode", 16, DefaultMaxTasksPerNode))
 	c.JobFileAppend = b.num("JobFileAppend", 16, 0) != 0

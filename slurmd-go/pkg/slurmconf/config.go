@@ -15,6 +15,7 @@ const (
 	DefaultSlurmctldPort       = 6817
 	DefaultSlurmdPort          = 6818
 	DefaultSpoolDir            = "/var/spool/slurmd"
+	DefaultPluginDir           = "/usr/lib/x86_64-linux-gnu/slurm-wlm" // Debian's libdir/slurm-wlm
 	DefaultSlurmdPidFile       = "/run/slurmd.pid"
 	DefaultSlurmdTimeout       = 300 * time.Second
 	DefaultMessageTimeout      = 10 * time.Second
@@ -243,6 +244,7 @@ type Config struct {
 	MpiDefault                    string
 	GresTypes                     []string
 	PlugStackConfig               string // effective path: plugstack.conf next to slurm.conf by default
+	PluginDir                     string // colon-separated; SPANK plugins' relative paths are searched there
 	ReturnToService               uint16
 	MaxTasksPerNode               uint16
 	JobFileAppend                 bool

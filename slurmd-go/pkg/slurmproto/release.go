@@ -117,3 +117,21 @@ var (
 	// bodies, return codes), needed at the header-only versions too.
 	everyHeader = headerVersions
 )
+
+// releaseVersions are the Slurm versions a node daemon reports (registration,
+// scontrol show slurmd, SPANK's S_SLURM_VERSION) when it speaks each release:
+// those of the stock daemons it is tested against.
+var releaseVersions = map[uint16]string{
+	Version2205: "22.05.8",
+	Version2411: "24.11.5",
+	Version2605: "26.05.5",
+}
+
+// ReleaseVersion is the Slurm version reported when speaking protocol v
+// (22.05's for a version that is not spoken).
+func ReleaseVersion(v uint16) string {
+	if s, ok := releaseVersions[v]; ok {
+		return s
+	}
+	return releaseVersions[Version2205]
+}
