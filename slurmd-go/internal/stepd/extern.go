@@ -91,6 +91,12 @@ func (s *Step) runExtern() {
 		// 26.05 holds no process: the step runs until it is killed
 		// (mgr.c waits for SLURMSTEPD_STEP_CANCELLED), and listpids shows
 		// only what joined it.
+		if s.spank != nil {
+			// _spawn_job_container: task_post_fork(-1) all the same.
+			if err := s.spank.Extern(0); err != nil {
+				s.log.Error("spank extern task post-fork failed", "error", err)
+			}
+		}
 		s.setState(stepapi.StateRunning)
 		s.log.Info("extern step running")
 		<-s.externKilled

@@ -84,6 +84,13 @@ func (s *Step) startSpank(mode string, tasks []uint32) (uint32, bool) {
 		st.Argv = append([]string{s.script}, m.Argv[min(1, len(m.Argv)):]...)
 		st.JobAllocCores, st.StepAllocCores = s.allocCores(m.Cred)
 	}
+	if m := s.prolog; m != nil {
+		// _spawn_prolog_stepd's launch request: one CPU per task, the job
+		// id as the array job's.
+		st.CPUsPerTask = 1
+		st.JobAllocCores, st.StepAllocCores = s.allocCores(m.Cred)
+		st.ArrayID, st.ArrayTaskID = s.id.JobID, slurmproto.NoVal
+	}
 	st.NodeName, st.ErrTimestamp = s.spec.NodeName, s.timestamped()
 	r, err := spank.Start(spank.Config{
 		Path:      filepath.Join(filepath.Dir(self), RunnerName),
