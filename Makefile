@@ -37,6 +37,11 @@ build: ## build bin/slurmd-go, its step manager bin/slurmstepd-go, the SPANK hos
 		echo "make build: libpmix-dev is not installed (scripts/install-deps.sh): $(PMIX_HELPER) not built, srun --mpi=pmix steps will fail"; \
 	fi
 
+.PHONY: spank-plugin
+spank-plugin: ## build the tiee_topology SPANK plugin bin/tiee_topology.so (spank/topology) against /usr/include's <slurm/spank.h>
+	@mkdir -p bin
+	$(CC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -shared -fPIC -I/usr/include -o bin/tiee_topology.so spank/topology/tiee_topology.c
+
 image: build ## write the slurmd-go image, bin/slurmd-go-image.tar (docker-archive; `ctr -n k8s.io images import` loads it), offline
 	$(GO) build -o bin/mkimage ./k8s/cmd/mkimage
 	bin/mkimage slurmd-go -bin bin -o bin/slurmd-go-image.tar

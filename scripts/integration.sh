@@ -42,6 +42,13 @@ for run in "$@"; do
   subset) sel=(-run "$subset") ;;
   *) echo "integration.sh: RUN '$run': TESTS must be all or subset" >&2; exit 2 ;;
   esac
+  # Network namespaces of their own (zones) and user namespaces (pyxis-like
+  # plugin) cannot be made for daemons in a chroot: those tests are 22.05's; the
+  # zone guard needs slurmd-go's topology API.
+  skip='^(TestCluster_Zones|TestTopology_Zones|TestSpank_NSJoin)$'
+  [ "$rel" = 22.05 ] && skip='^$'
+  [ "$rel" = 22.05 ] && [ "$impl" = stock ] && skip='^TestTopology_Zones$'
+  sel+=(-skip "$skip")
   log=bin/logs/$prefix-$rel-$auth.log
   echo "==== integration.sh: impl=$impl release=$rel auth=$auth tests=$tests -> $log"
   start=$(date +%s)

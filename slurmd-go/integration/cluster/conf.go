@@ -93,6 +93,8 @@ type confParams struct {
 	CtldPort      int
 	SlurmdPort    int // global SlurmdPort: only dynamic (-Z) nodes listen on it
 	Nodes         []Node
+	NodeAddrs     map[string]string // node -> NodeAddr (Options.Zones); 127.0.0.1 if absent
+	CtldAddr      string            // SlurmctldHost's address; "" is 127.0.0.1
 	HW            Hardware
 	SlurmdTimeout int // seconds
 	MaxNodeCount  int
@@ -118,12 +120,20 @@ func lineKey(line string) string {
 	return strings.ToLower(strings.TrimSpace(k))
 }
 
+// orLoopback is addr, or 127.0.0.1 if empty.
+func orLoopback(addr string) string {
+	if addr == "" {
+		return "127.0.0.1"
+	}
+	return addr
+}
+
 // renderConf generates slurm.conf. Extra lines whose key matches a generated global
 // line replace it in place; all other extra lines are appended in order.
 func renderConf(p confParams) string {
 	global := []string{
 		"ClusterName=" + p.ClusterName,
-		"SlurmctldHost=localhost(127.0.0.1)",
+		"SlurmctldHost=localhost(" + orLoopback(p.CtldAddr) + ")",
 		fmt.Sprintf("SlurmctldPort=%d", p.CtldPort),
 		fmt.Sprintf("SlurmdPort=%d", p.SlurmdPort),
 		"AuthType=auth/" + authPlugin(p.Auth),
@@ -191,7 +201,7 @@ func renderConf(p confParams) string {
 		b.WriteString(g + "\n")
 	}
 	for _, n := range p.Nodes {
-		fmt.Fprintf(&b, "NodeName=%s NodeAddr=127.0.0.1 NodeHostname=localhost Port=%d %s", n.Name, n.Port, p.HW.NodeLineAttrs())
+		fmt.Fprintf(&b, "NodeName=%s NodeAddr=%s NodeHostname=localhost Port=%d %s", n.Name, orLoopback(p.NodeAddrs[n.Name]), n.Port, p.HW.NodeLineAttrs())
 		if p.NodeExtra != "" {
 			b.WriteString(" " + p.NodeExtra)
 		}

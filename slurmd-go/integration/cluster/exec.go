@@ -19,6 +19,7 @@ import (
 type execSpec struct {
 	root     string // chroot directory; "" runs on the host
 	nsPid    int    // pid whose mount namespace the process joins; 0: the test's own
+	netns    string // network namespace file (/run/netns/NAME) the process joins; "": the test's own
 	dir      string // working directory, as seen inside root ("" is "/")
 	uid, gid string // both set: the process runs as this user (setpriv, groups from root's /etc/group)
 	argv     []string
@@ -30,7 +31,9 @@ type execSpec struct {
 //
 //	[nsenter --mount=/proc/<ns>/ns/mnt --] chroot <root> env --chdir=<dir> -- [setpriv ... --] argv
 //
-// where every program after chroot is the root's own. Each of them execs the next,
+// where every program after chroot is the root's own. A node daemon of a zoned
+// cluster (Options.Zones, host only) is `nsenter --net=/run/netns/<ns> -- argv`.
+// Each of them execs the next,
 // so the pid of the command is the pid of argv[0] once it runs: the harness signals
 // and reaps the daemon itself. The namespace comes first: setns(CLONE_NEWNS) resets
 // the root directory, and chroot(1) would lose the working directory (it changes to
@@ -68,12 +71,21 @@ func wrapCommand(s execSpec) (*exec.Cmd, error) {
 		argv = append([]string{chroot, s.root, env, "--chdir=" + dir, "--"}, argv...)
 		hostDir = "/"
 	}
+	var nsFlags []string
 	if s.nsPid != 0 {
+		nsFlags = append(nsFlags, fmt.Sprintf("--mount=/proc/%d/ns/mnt", s.nsPid))
+	}
+	if s.netns != "" {
+		// setns(CLONE_NEWNET) leaves the mount namespace and root alone.
+		nsFlags = append(nsFlags, "--net="+s.netns)
+	}
+	if len(nsFlags) > 0 {
+		// Without --fork (and no pid namespace) nsenter execs argv: same pid.
 		nsenter, err := exec.LookPath("nsenter")
 		if err != nil {
 			return nil, fmt.Errorf("cluster: nsenter(1) not on the host: %w", err)
 		}
-		argv = append([]string{nsenter, fmt.Sprintf("--mount=/proc/%d/ns/mnt", s.nsPid), "--"}, argv...)
+		argv = append(append(append([]string{nsenter}, nsFlags...), "--"), argv...)
 	}
 	var cmd *exec.Cmd
 	if s.ctx != nil {

@@ -33,7 +33,11 @@ func (c *Cluster) StartNodeConfigless(t testing.TB, name string) {
 	if !c.isStatic(name) {
 		t.Fatalf("cluster: %s is not a static node of %s (have %v)", name, c.Name, c.NodeNames())
 	}
-	server := net.JoinHostPort("localhost", strconv.Itoa(c.CtldPort))
+	host := "localhost"
+	if c.zn != nil {
+		host = c.zn.ctldAddr() // the node's own namespace has its own loopback
+	}
+	server := net.JoinHostPort(host, strconv.Itoa(c.CtldPort))
 	args := append([]string{c.SlurmdBin, "-D", "-N", name, "--conf-server", server}, c.opts.DaemonArgs...)
 	c.startNodeProc(t, name, args)
 }

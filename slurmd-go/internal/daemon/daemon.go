@@ -488,6 +488,10 @@ func (d *Daemon) run(parent context.Context) error {
 	if sackSrv != nil {
 		defer sackSrv.Close()
 	}
+	topoSrv := d.startTopology(ctx, cfg)
+	if topoSrv != nil {
+		defer topoSrv.Close()
+	}
 	pf, err := pidfile.Create(cfg.PidFile)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())
@@ -550,6 +554,11 @@ loop:
 	if sackSrv != nil {
 		if err := sackSrv.Shutdown(sctx); err != nil {
 			d.log.Warn("shutdown left SACK requests unanswered", "error", err)
+		}
+	}
+	if topoSrv != nil {
+		if err := topoSrv.Shutdown(sctx); err != nil {
+			d.log.Warn("shutdown left topology API requests unanswered", "error", err)
 		}
 	}
 	if err := srv.Shutdown(sctx); err != nil {

@@ -118,64 +118,41 @@ func (s *Step) jobManager() uint32 {
 	if err != nil {
 		return slurmproto.ESlurmdExecveFailed
 	}
-	cmd := exec.Command(self, stepapi.CmdTask)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
-	cmd.ExtraFiles = []*os.File{cfgR}
-	cmd.Env = []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	var exitCh <-chan proc.Exit
-	var pid int
+	ts := taskSpawn{files: []*os.File{files[0], files[1], files[2], cfgR}, setsid: true}
+	var spankExit <-chan proc.Exit
 	if s.spank != nil {
-		exitCh = s.spankExitChans(1)[0]
-		pid, err = s.spank.Task(0, 0, true, false, s.taskConfig(0, umask, nice).Env, []*os.File{files[0], files[1], files[2], cfgR})
-	} else {
-		exitCh, err = s.reaper.Start(cmd)
+		spankExit = s.spankExitChans(1)[0]
+		ts.env = s.taskConfig(0, umask, nice).Env
 	}
+	sp, err := s.spawnTask(self, ts, spankExit)
 	cfgR.Close()
 	if err != nil {
 		cfgW.Close()
 		s.errorLine("child fork: %s", strerror(err))
 		return slurmproto.ESlurmdExecveFailed
 	}
-	if cmd.Process != nil {
-		pid = cmd.Process.Pid
-		_ = cmd.Process.Release()
-	}
+	pid, exitCh := sp.pid, sp.exit
 	s.mu.Lock()
 	s.pid = pid
 	s.mu.Unlock()
 	s.log.Info("task 0 started", "pid", pid)
 
-	// ended in a plugin's task_init_privileged
-	gone := func() bool { return s.spank != nil && !proc.Alive(pid) }
-	if s.cg != nil {
-		if err := s.cg.AddPID(pid); err != nil && !gone() {
-			// proctrack_g_add failure aborts the launch.
-			s.log.Error("proctrack add", "pid", pid, "error", err)
-			cfgW.Close()
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			s.recordExit(<-exitCh)
-			return slurmproto.ESlurmdExecveFailed
-		}
-	}
-	if err := s.addTaskDevices(0, pid, true); err != nil && !gone() {
-		s.log.Error("task device cgroup", "pid", pid, "error", err)
+	if err := s.placeTask(0, pid, true); err != nil {
+		// proctrack_g_add's or task/cgroup's failure aborts the launch.
+		s.log.Error("task placement", "pid", pid, "error", err)
 		cfgW.Close()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		s.recordExit(<-exitCh)
 		return slurmproto.ESlurmdExecveFailed
 	}
-	if s.spank != nil {
-		if err := s.spank.Go(0); err != nil {
-			s.log.Error("spank task_post_fork", "error", err)
-		}
-	}
 	cfg := s.taskConfig(pid, umask, nice)
 	b, _ := json.Marshal(cfg)
-	err = writeFrameTo(cfgW, b)
-	cfgW.Close()
-	if err != nil {
+	if err := s.releaseTask(0, cfgW, b); err != nil {
+		// A required plugin's task_post_fork failed: the script never runs.
 		s.log.Error("release task", "error", err)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		s.recordExit(<-exitCh)
+		return slurmproto.SlurmError
 	}
 	s.setState(stepapi.StateRunning)
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/proc"
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/spank"
@@ -172,9 +173,19 @@ func (s *Step) spankExitChans(n int) map[int]chan proc.Exit {
 		chans[i] = make(chan proc.Exit, 1)
 	}
 	go func(r *spank.Runner) {
+		done := map[int]bool{}
 		for x := range r.Exits() {
-			if ch, ok := chans[x.Local]; ok {
+			if ch, ok := chans[x.Local]; ok && !done[x.Local] {
+				done[x.Local] = true
 				ch <- x.Exit
+			}
+		}
+		// The runner ended (a plugin crashed it, or it killed its tasks
+		// after a failed hook): it killed what it had forked, so a task
+		// not reported is reported killed, and nobody waits forever.
+		for i, ch := range chans {
+			if !done[i] {
+				ch <- proc.Exit{Status: syscall.WaitStatus(syscall.SIGKILL)}
 			}
 		}
 	}(s.spank)

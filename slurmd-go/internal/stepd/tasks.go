@@ -10,7 +10,6 @@ import (
 	"github.com/tiee-hpc/tiee/slurmd-go/internal/spank"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -342,37 +341,21 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			abort()
 			return slurmproto.SlurmError, nil
 		}
-		cmd := exec.Command(self, stepapi.CmdTask)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
-		cmd.ExtraFiles = append([]*os.File{cfgR}, mpiFiles...)
-		cmd.Env = []string{}
 		// Every task joins the first task's process group (mgr.c
 		// _fork_all_tasks), so that a terminal signal reaches all. With a
 		// PTY task 0 leads its own session, where no other task can join
 		// its group: as slurmstepd, the others stay in the step manager's.
+		ts := taskSpawn{local: i, files: append(append(files[:], cfgR), mpiFiles...), pgid: pgid, traced: debug}
 		switch {
-		case s.pty == nil:
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
-		case i == 0:
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		case s.pty != nil && i == 0:
+			ts.setsid, ts.ctty = true, true
+		case s.pty != nil:
+			ts.pgid = -1
 		}
-		var exitCh, stopCh <-chan proc.Exit
-		var pid int
-		switch {
-		case s.spank != nil:
-			// The runner forks the task: its plugins' task hooks run in it.
-			fds := append(files[:], cmd.ExtraFiles...)
-			group, lead := pgid, s.pty != nil && i == 0
-			if s.pty != nil && i > 0 {
-				group = -1
-			}
-			pid, err = s.spank.Task(i, group, lead, lead, s.taskEnv(t, 0), fds)
-			exitCh = spankExits[i]
-		case debug:
-			exitCh, stopCh, err = s.reaper.StartTraced(cmd)
-		default:
-			exitCh, err = s.reaper.Start(cmd)
+		if s.spank != nil {
+			ts.env = s.taskEnv(t, 0)
 		}
+		sp, err := s.spawnTask(self, ts, spankExits[i])
 		cfgR.Close()
 		closeAll(files)
 		if err != nil {
@@ -381,10 +364,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			abort()
 			return slurmproto.ESlurmdExecveFailed, nil
 		}
-		if cmd.Process != nil {
-			pid = cmd.Process.Pid
-			_ = cmd.Process.Release()
-		}
+		pid := sp.pid
 		if pgid == 0 {
 			pgid = pid
 		}
@@ -394,21 +374,9 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			s.pid = pid
 		}
 		s.mu.Unlock()
-		// A task the runner forked may already have ended in a plugin's
-		// task_init_privileged: its exit is what srun hears, not a failed
-		// placement (stock adds the pid of a task that died meanwhile too).
-		gone := func() bool { return s.spank != nil && !proc.Alive(pid) }
-		if s.cg != nil {
-			if err := s.cg.AddPID(pid); err != nil && !gone() {
-				s.log.Error("proctrack add", "pid", pid, "error", err)
-				cfgW.Close()
-				abort()
-				return slurmproto.ESlurmdExecveFailed, nil
-			}
-		}
-		if err := s.addTaskDevices(int(t.ltid), pid, s.id.StepID == slurmproto.StepIDInteractive); err != nil && !gone() {
-			// task/cgroup's failure stops the launch.
-			s.log.Error("task device cgroup", "task", t.gtid, "error", err)
+		if err := s.placeTask(int(t.ltid), pid, s.id.StepID == slurmproto.StepIDInteractive); err != nil {
+			// proctrack's or task/cgroup's failure stops the launch.
+			s.log.Error("task placement", "task", t.gtid, "error", err)
 			cfgW.Close()
 			abort()
 			return slurmproto.ESlurmdExecveFailed, nil
@@ -426,7 +394,7 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 			tc.KeepFDs = append(tc.KeepFDs, taskConfigFD+1+i)
 		}
 		b, _ := json.Marshal(tc)
-		releases = append(releases, release{t: t, w: cfgW, cfg: b, exit: exitCh, stop: stopCh})
+		releases = append(releases, release{t: t, w: cfgW, cfg: b, exit: sp.exit, stop: sp.stop})
 		s.stepdLog(logVerbose, "task %d (%d) started %s", t.gtid, pid, eventTimestamp(time.Now()))
 	}
 	if s.noneHookLogs() {
@@ -438,19 +406,11 @@ func (s *Step) forkTasks() (uint32, <-chan taskExit) {
 		}
 	}
 	for i, r := range releases {
-		if s.spank != nil {
-			// mgr.c _fork_all_tasks: task_post_fork per task, then the gates;
-			// a required plugin's failure ends the launch.
-			if err := s.spank.Go(i); err != nil {
-				s.log.Error("spank task post-fork failed", "task", r.t.gtid, "error", err)
-				abort()
-				return slurmproto.SlurmError, nil
-			}
-		}
-		err := writeFrameTo(r.w, r.cfg)
-		r.w.Close()
-		if err != nil {
+		if err := s.releaseTask(i, r.w, r.cfg); err != nil {
+			// A required plugin's task_post_fork failed: the launch fails.
 			s.log.Error("release task", "task", r.t.gtid, "error", err)
+			abort()
+			return slurmproto.SlurmError, nil
 		}
 	}
 	if debug {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tiee-hpc/tiee/slurmd-go/internal/topoapi"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 )
 
@@ -68,7 +69,8 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	zoneKey := fs.String("zone-label", "topology.kubernetes.io/zone", "the Node label `key` that names a zone")
 	podNS := fs.String("pod-namespace", "", "namespace of the slurmd-go pods (default all)")
 	podSel := fs.String("pod-selector", "app.kubernetes.io/name=slurmd-go", "label selector of the slurmd-go pods")
-	oneZone := fs.Bool("one-zone", false, "the job asked for one zone: exit 1 if it straddles")
+	oneZone := fs.Bool("one-zone", false, "the job asked for one zone: exit 1 if it straddles (implied by the job's --switches=1)")
+	topoConf := fs.String("topology-conf", "", "zones are the leaf switches of this `topology.conf` (nodes outside Kubernetes) instead of the Nodes' labels")
 	scontrol := fs.String("scontrol", "scontrol", "the scontrol to ask for the job's nodes")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -84,23 +86,35 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	job := fs.Arg(0)
-	nodes, err := jobNodes(ctx, *scontrol, job)
+	nodes, oneSwitch, err := jobNodes(ctx, *scontrol, job)
 	if err != nil {
 		return fail(err)
 	}
-	cs, err := clientset()
-	if err != nil {
-		return fail(err)
+	// --switches=1 (what the tiee_topology plugin's job_submit.lua sets for
+	// --topology=zone) asks for one leaf switch: one zone.
+	*oneZone = *oneZone || oneSwitch
+	var placed []Placed
+	if *topoConf != "" {
+		topo, err := topoapi.LoadTopology(*topoConf)
+		if err != nil {
+			return fail(err)
+		}
+		placed = PlaceByConf(nodes, topo)
+	} else {
+		cs, err := clientset()
+		if err != nil {
+			return fail(err)
+		}
+		pods, err := cs.CoreV1().Pods(*podNS).List(ctx, metav1.ListOptions{LabelSelector: *podSel})
+		if err != nil {
+			return fail(fmt.Errorf("list pods: %w", err))
+		}
+		k8sNodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fail(fmt.Errorf("list nodes: %w", err))
+		}
+		placed = Place(nodes, pods.Items, k8sNodes.Items, *zoneKey)
 	}
-	pods, err := cs.CoreV1().Pods(*podNS).List(ctx, metav1.ListOptions{LabelSelector: *podSel})
-	if err != nil {
-		return fail(fmt.Errorf("list pods: %w", err))
-	}
-	k8sNodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fail(fmt.Errorf("list nodes: %w", err))
-	}
-	placed := Place(nodes, pods.Items, k8sNodes.Items, *zoneKey)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPOD\tK8S-NODE\tZONE")
 	for _, p := range placed {
@@ -128,22 +142,54 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-// jobNodes are the job's nodes, from `scontrol show job -o`.
-func jobNodes(ctx context.Context, scontrol, job string) ([]string, error) {
+// PlaceByConf places nodes by topology.conf: a node's zone is its leaf
+// switch ("-" when none has it); there are no pods.
+func PlaceByConf(nodes []string, topo *topoapi.Topology) []Placed {
+	out := make([]Placed, len(nodes))
+	for i, n := range nodes {
+		out[i] = Placed{Node: n, Pod: "-", K8sNode: "-", Zone: "-"}
+		if z := topo.Zone[n]; z != "" {
+			out[i].Zone = z
+		}
+	}
+	return out
+}
+
+// jobNodes are the job's nodes, from `scontrol show job -o`, and whether
+// the job asked for one leaf switch (Switches=1@...).
+func jobNodes(ctx context.Context, scontrol, job string) ([]string, bool, error) {
 	out, err := exec.CommandContext(ctx, scontrol, "show", "job", "-o", job).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
-			return nil, fmt.Errorf("scontrol show job %s: %w: %s", job, err, strings.TrimSpace(string(ee.Stderr)))
+			return nil, false, fmt.Errorf("scontrol show job %s: %w: %s", job, err, strings.TrimSpace(string(ee.Stderr)))
 		}
-		return nil, fmt.Errorf("scontrol show job %s: %w", job, err)
+		return nil, false, fmt.Errorf("scontrol show job %s: %w", job, err)
 	}
-	for _, f := range strings.Fields(string(out)) {
-		if v, ok := strings.CutPrefix(f, "NodeList="); ok {
+	return parseJobNodes(job, string(out))
+}
+
+func parseJobNodes(job, out string) ([]string, bool, error) {
+	oneSwitch := false
+	var nodes []string
+	found := false
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "Switches="); ok {
+			n, _, _ := strings.Cut(v, "@")
+			oneSwitch = n == "1"
+		}
+		if v, ok := strings.CutPrefix(f, "NodeList="); ok && !found {
+			found = true
 			if v == "" || v == "(null)" {
-				return nil, fmt.Errorf("job %s has no nodes yet", job)
+				return nil, false, fmt.Errorf("job %s has no nodes yet", job)
 			}
-			return hostlist.Expand(v)
+			var err error
+			if nodes, err = hostlist.Expand(v); err != nil {
+				return nil, false, err
+			}
 		}
 	}
-	return nil, fmt.Errorf("job %s: no NodeList in scontrol's answer", job)
+	if !found {
+		return nil, false, fmt.Errorf("job %s: no NodeList in scontrol's answer", job)
+	}
+	return nodes, oneSwitch, nil
 }
