@@ -14,15 +14,15 @@ import (
 const pluginDir = "../../../spank/topology"
 
 // buildHarness compiles the plugin (as `make spank-plugin` does, to catch
-// build errors) and its test harness, which stubs the SPANK API; skipped
-// without gcc or <slurm/spank.h>.
+// build errors) and its test harness, which stubs the SPANK API. gcc and
+// <slurm/spank.h> come with scripts/install-deps.sh (gcc, libslurm-dev).
 func buildHarness(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
+		t.Fatalf("no gcc (scripts/install-deps.sh installs it): %v", err)
 	}
 	if _, err := os.Stat("/usr/include/slurm/spank.h"); err != nil {
-		t.Skip("no /usr/include/slurm/spank.h")
+		t.Fatalf("no /usr/include/slurm/spank.h (libslurm-dev, scripts/install-deps.sh): %v", err)
 	}
 	dir := t.TempDir()
 	flags := []string{"-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-I/usr/include"}
