@@ -21,7 +21,7 @@ INTEGRATION_RUNS ?= 22.05/munge/all 24.11/munge/all 26.05/munge/subset 26.05/slu
 
 BENCH_BIN := bin/bench
 
-.PHONY: help build image k8s-test manifests nvmlmock gpu-kit deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke
+.PHONY: help build image k8s-test manifests nvmlmock gpu-kit deps chroots test unit integration integration-stock interop fuzz lint demo demo-stop clean bench bench-2205 bench-2411 bench-smoke bench-zones
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -97,9 +97,10 @@ test: deps lint unit fuzz interop integration k8s-test bench-smoke ## every test
 BENCH_2205 := -out bench/results/latest
 BENCH_2411 := -release 24.11 -auth slurm -out bench/results/latest-24.11-slurm
 
-bench: ## the full bench on 22.05/munge, then 24.11/auth-slurm (~23 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest{,-24.11-slurm} and the RFC's generated blocks
+bench: ## the full bench on 22.05/munge, then 24.11/auth-slurm, then the zone bench (~30 min, root): stock slurmd vs slurmd-go vs limit servers; writes bench/results/latest{,-24.11-slurm,zones} and the RFC's generated blocks
 	$(MAKE) bench-2205
 	$(MAKE) bench-2411
+	$(MAKE) bench-zones
 	$(BENCH_BIN)/benchreport -dir bench/results/latest -dir bench/results/latest-24.11-slurm -rfc rfc
 
 bench-2205: deps build ## the full bench on the host's Slurm 22.05 with munge (~11 min): bench/results/latest
@@ -110,10 +111,17 @@ bench-2411: deps build chroots ## the full bench on Slurm 24.11 with auth/slurm,
 	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
 	$(BENCH_BIN)/benchrun -profile full -slurmd-go $(BIN) $(BENCH_2411) -rfc rfc -wait-idle 2m
 
-bench-smoke: deps build chroots ## two ~1 min benches, 22.05/munge then 24.11/auth-slurm: every scenario tiny; fails on a failed scenario, missing numbers or a protocol error (never on speed)
+bench-smoke: deps build chroots ## two ~1 min benches, 22.05/munge then 24.11/auth-slurm: every scenario tiny, then the zone bench tiny (~1 min); fails on a failed scenario, missing numbers or a protocol error (never on speed)
 	$(GO) build -o $(BENCH_BIN)/ ./bench/cmd/...
 	$(BENCH_BIN)/benchrun -profile smoke -slurmd-go $(BIN) -out bench/results/smoke -check
 	$(BENCH_BIN)/benchrun -profile smoke -slurmd-go $(BIN) -release 24.11 -auth slurm -out bench/results/smoke-24.11-slurm -check
+	$(GO) test -tags integration -count=1 -v -timeout 15m -run '^TestZoneBench$$' ./bench/zones/ -args -profile smoke
+
+# The zone bench runs on the integration harness's simulated zones (network namespaces on the
+# host's 22.05), so it is a test binary; it fails only on a job that did not run or fail as
+# its case requires, never on a time.
+bench-zones: deps build ## the zone bench (issue 15, ~6 min, root, host's 22.05): ring all-reduce step time in one simulated zone vs across two per cross-zone delay, and a hard-blocked job with and without tiee_topology; writes bench/results/zones and the RFC's zones block
+	$(GO) test -tags integration -count=1 -v -timeout 40m -run '^TestZoneBench$$' ./bench/zones/ -args -profile full -rfc rfc
 
 # make demo SLURM=24.11 (or 26.05) runs the demo in that release's chroot; AUTH=slurm
 # uses auth/slurm instead of munge (24.11 and 26.05).

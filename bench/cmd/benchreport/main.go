@@ -3,10 +3,12 @@
 //
 //	benchreport -dir bench/results/latest -rfc rfc
 //	benchreport -dir bench/results/latest -dir bench/results/latest-24.11-slurm -rfc rfc
+//	benchreport -zones bench/results/zones -rfc rfc
 //
 // Each -dir is one run (one Slurm release and auth type) and renders its own fragments. With
 // -rfc and more than one -dir, it also writes the releases block (rfc/results-releases.md):
-// the runs' headline figures side by side, in -dir order.
+// the runs' headline figures side by side, in -dir order. -zones renders the zone bench's
+// results.json (bench/zones) instead, and its RFC block.
 package main
 
 import (
@@ -31,7 +33,19 @@ func main() {
 	flag.Var(&ds, "dir", "directory holding results.json (repeat for several runs; default bench/results/latest)")
 	rfc := flag.String("rfc", "", "also write the RFC fragments here and refresh its generated blocks")
 	check := flag.Bool("check", false, "exit 1 unless every scenario produced numbers with zero protocol errors")
+	zones := flag.String("zones", "", "render this zone bench directory (bench/zones' results.json) instead of -dir runs")
 	flag.Parse()
+	if *zones != "" {
+		z, err := results.LoadZones(filepath.Join(*zones, "results.json"))
+		if err == nil {
+			err = report.RenderZones(z, *zones, *rfc)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(ds) == 0 {
 		ds = dirs{"bench/results/latest"}
 	}

@@ -44,7 +44,7 @@ func FragmentName(r *results.Results, section string) string {
 // knownBlock reports whether name is a generated block some run renders: a section of any
 // stack, or the releases block. Rendering one stack leaves the others' blocks alone.
 func knownBlock(name string) bool {
-	if name == ReleasesBlock {
+	if name == ReleasesBlock || name == ZonesBlock {
 		return true
 	}
 	mid, ok := strings.CutPrefix(name, "results-")

@@ -517,8 +517,11 @@ func Load(path string) (*Results, error) {
 }
 
 // Save writes r to path (indented, atomically).
-func (r *Results) Save(path string) error {
-	b, err := json.MarshalIndent(r, "", " ")
+func (r *Results) Save(path string) error { return saveJSON(path, r) }
+
+// saveJSON writes v to path as indented JSON, through a rename.
+func saveJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
 		return err
 	}
