@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,5 +65,44 @@ func TestLayer_ParentsSortedAndDeterministic(t *testing.T) {
 func TestLayer_RelativePathRefused(t *testing.T) {
 	if _, err := Layer([]File{{Path: "etc/passwd"}}); err == nil || !strings.Contains(err.Error(), "absolute") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestSlurmdGo_Binaries: the image carries the daemon, the step manager and
+// the SPANK host the step manager runs from beside itself, with busybox's
+// applets linked to it.
+func TestSlurmdGo_Binaries(t *testing.T) {
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox (scripts/install-deps.sh installs it; make image needs it): %v", err)
+	}
+	bin := t.TempDir()
+	for _, n := range []string{"slurmd-go", "slurmstepd-go", "spank-runner"} {
+		if err := os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, cfg, err := SlurmdGo(bin, busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]File{}
+	for _, f := range files {
+		have[f.Path] = f
+	}
+	for _, p := range []string{Slurmd, Stepd, SpankRunner} {
+		f, ok := have[p]
+		if !ok || f.Src != filepath.Join(bin, filepath.Base(p)) || f.Mode != 0o755 {
+			t.Errorf("%s: %+v (present %v)", p, f, ok)
+		}
+	}
+	if filepath.Dir(SpankRunner) != filepath.Dir(Stepd) {
+		t.Errorf("spank-runner at %s, not beside the step manager %s", SpankRunner, Stepd)
+	}
+	if f := have["/bin/sh"]; f.Link != "/bin/busybox" {
+		t.Errorf("/bin/sh: %+v", f)
+	}
+	if len(cfg.Entrypoint) != 1 || cfg.Entrypoint[0] != Slurmd {
+		t.Errorf("entrypoint %q", cfg.Entrypoint)
 	}
 }

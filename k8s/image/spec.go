@@ -15,14 +15,17 @@ import (
 // Where the image keeps slurmd-go: the daemon runs its step manager from
 // beside itself.
 const (
-	BinDir   = "/opt/tiee/bin"
-	Slurmd   = BinDir + "/slurmd-go"
-	Stepd    = BinDir + "/slurmstepd-go"
-	PauseBin = "/pause"
+	BinDir = "/opt/tiee/bin"
+	Slurmd = BinDir + "/slurmd-go"
+	Stepd  = BinDir + "/slurmstepd-go"
+	// SpankRunner hosts SPANK plugins for the step manager, which runs it from
+	// beside itself (stepd.RunnerName); the plugins are the cluster's, mounted.
+	SpankRunner = BinDir + "/spank-runner"
+	PauseBin    = "/pause"
 )
 
-// SlurmdGo is the slurmd-go image: the daemon and its step manager from
-// binDir with the shared libraries they load (so that NVML, which the
+// SlurmdGo is the slurmd-go image: the daemon, its step manager and the
+// SPANK host from binDir with the shared libraries they load (so that NVML, which the
 // NVIDIA container toolkit mounts into the pod, can be dlopened), busybox
 // for /bin/sh and the commands a job script expects, a passwd and group
 // the chart replaces with the cluster's, and the directories of
@@ -31,6 +34,7 @@ func SlurmdGo(binDir, busybox string) ([]File, v1.Config, error) {
 	files := []File{
 		{Path: Slurmd, Src: filepath.Join(binDir, "slurmd-go"), Mode: 0o755},
 		{Path: Stepd, Src: filepath.Join(binDir, "slurmstepd-go"), Mode: 0o755},
+		{Path: SpankRunner, Src: filepath.Join(binDir, "spank-runner"), Mode: 0o755},
 		{Path: "/bin/busybox", Src: busybox, Mode: 0o755},
 		{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"), Mode: 0o644},
 		{Path: "/etc/group", Data: []byte("root:x:0:\nnogroup:x:65534:\n"), Mode: 0o644},
@@ -40,7 +44,7 @@ func SlurmdGo(binDir, busybox string) ([]File, v1.Config, error) {
 	for _, d := range []string{"/etc/slurm", "/var/spool/slurmd", "/var/log/slurm", "/run/slurm", "/run/munge"} {
 		files = append(files, File{Path: d, Dir: true, Mode: 0o755})
 	}
-	for _, b := range []string{files[0].Src, files[1].Src} {
+	for _, b := range []string{files[0].Src, files[1].Src, files[2].Src} {
 		libs, err := sharedLibs(b)
 		if err != nil {
 			return nil, v1.Config{}, err
