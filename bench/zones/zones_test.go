@@ -20,6 +20,7 @@ import (
 	"github.com/tiee-hpc/tiee/bench/internal/launch"
 	"github.com/tiee-hpc/tiee/bench/internal/report"
 	"github.com/tiee-hpc/tiee/bench/internal/results"
+	"github.com/tiee-hpc/tiee/bench/internal/ring"
 	"github.com/tiee-hpc/tiee/slurmd-go/integration/cluster"
 	"github.com/tiee-hpc/tiee/slurmd-go/pkg/hostlist"
 )
@@ -69,18 +70,6 @@ const (
 // zoneOf: za = nodes 1, 3, 5, 6; zb = nodes 2, 4. slurmctld's own pick of 4 nodes
 // (n1..n4) then straddles, interleaved, while za alone has 4 nodes.
 var zoneOf = []string{"za", "zb", "za", "zb", "za", "za"}
-
-// allreduceLine is rank 0's JSON line (bench/cmd/allreduce).
-type allreduceLine struct {
-	Ranks   int       `json:"ranks"`
-	Bytes   int       `json:"bytes"`
-	StepsS  []float64 `json:"steps_s"`
-	MedianS float64   `json:"median_s"`
-	MinS    float64   `json:"min_s"`
-	MaxS    float64   `json:"max_s"`
-	Nodes   []string  `json:"nodes"`
-	OK      bool      `json:"ok"`
-}
 
 func TestZoneBench(t *testing.T) {
 	p, ok := profiles[*profileFlag]
@@ -159,7 +148,7 @@ func TestZoneBench(t *testing.T) {
 	step := func(placement string, delay time.Duration, rtt float64, args ...string) {
 		t.Helper()
 		r, _ := srun(p.connectTimeout, args...)
-		var line allreduceLine
+		var line ring.Line
 		if r.ExitCode != 0 || json.Unmarshal([]byte(lastLine(r.Stdout)), &line) != nil || !line.OK || len(line.StepsS) != p.iters {
 			t.Fatalf("%s at %v: %v\nstdout: %s\nstderr: %s", placement, delay, r, r.Stdout, r.Stderr)
 		}

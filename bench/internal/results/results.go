@@ -502,18 +502,26 @@ type ScenarioStatus struct {
 
 // Load reads a results.json.
 func Load(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	var r Results
+	if err := loadJSON(path, &r, func() (int, int) { return r.Schema, SchemaVersion }); err != nil {
 		return nil, err
 	}
-	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("results: %s: %w", path, err)
-	}
-	if r.Schema != SchemaVersion {
-		return nil, fmt.Errorf("results: %s: schema %d, want %d", path, r.Schema, SchemaVersion)
-	}
 	return &r, nil
+}
+
+// loadJSON reads path into v and checks its schema (have, want) once decoded.
+func loadJSON(path string, v any, schema func() (have, want int)) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("results: %s: %w", path, err)
+	}
+	if have, want := schema(); have != want {
+		return fmt.Errorf("results: %s: schema %d, want %d", path, have, want)
+	}
+	return nil
 }
 
 // Save writes r to path (indented, atomically).

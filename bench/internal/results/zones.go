@@ -1,10 +1,6 @@
 package results
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-
 	"github.com/tiee-hpc/tiee/bench/internal/launch"
 )
 
@@ -97,16 +93,9 @@ func (z *Zones) BlockFor(plugin bool) *ZoneBlock {
 
 // LoadZones reads a zone bench's results.json.
 func LoadZones(path string) (*Zones, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var z Zones
-	if err := json.Unmarshal(b, &z); err != nil {
-		return nil, fmt.Errorf("results: %s: %w", path, err)
-	}
-	if z.Schema != ZonesSchemaVersion {
-		return nil, fmt.Errorf("results: %s: zones schema %d, want %d", path, z.Schema, ZonesSchemaVersion)
+	if err := loadJSON(path, &z, func() (int, int) { return z.Schema, ZonesSchemaVersion }); err != nil {
+		return nil, err
 	}
 	return &z, nil
 }

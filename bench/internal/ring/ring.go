@@ -120,19 +120,22 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	return res, nil
 }
 
+// Line is rank 0's report, one JSON line on its stdout: what the zone bench reads.
+type Line struct {
+	Ranks   int       `json:"ranks"`
+	Bytes   int       `json:"bytes"`
+	Warmup  int       `json:"warmup"`
+	StepsS  []float64 `json:"steps_s"`
+	MedianS float64   `json:"median_s"`
+	MinS    float64   `json:"min_s"`
+	MaxS    float64   `json:"max_s"`
+	Nodes   []string  `json:"nodes"`
+	OK      bool      `json:"ok"`
+}
+
 // JSON is rank 0's report line (no newline).
 func (r *Result) JSON() ([]byte, error) {
-	line := struct {
-		Ranks   int       `json:"ranks"`
-		Bytes   int       `json:"bytes"`
-		Warmup  int       `json:"warmup"`
-		StepsS  []float64 `json:"steps_s"`
-		MedianS float64   `json:"median_s"`
-		MinS    float64   `json:"min_s"`
-		MaxS    float64   `json:"max_s"`
-		Nodes   []string  `json:"nodes"`
-		OK      bool      `json:"ok"`
-	}{Ranks: r.Ranks, Bytes: r.Bytes, Warmup: r.Warmup, StepsS: []float64{}, Nodes: r.Nodes, OK: true}
+	line := Line{Ranks: r.Ranks, Bytes: r.Bytes, Warmup: r.Warmup, StepsS: []float64{}, Nodes: r.Nodes, OK: true}
 	for _, d := range r.Steps {
 		line.StepsS = append(line.StepsS, d.Seconds())
 	}
