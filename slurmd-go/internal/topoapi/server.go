@@ -8,10 +8,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/sockserve"
 )
 
 // Named timeouts and limits.
@@ -48,12 +49,7 @@ func Listen(path string) (*net.UnixListener, error) {
 type Server struct {
 	src Source
 	log hclog.Logger
-	sem chan struct{}
-
-	mu     sync.Mutex // guards ln and closed
-	ln     net.Listener
-	closed bool
-	wg     sync.WaitGroup // connections being served
+	srv *sockserve.Server
 }
 
 // NewServer returns a server answering from src.
@@ -61,7 +57,9 @@ func NewServer(src Source, log hclog.Logger) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Server{src: src, log: log.Named("topoapi"), sem: make(chan struct{}, MaxConns)}
+	s := &Server{src: src, log: log.Named("topoapi")}
+	s.srv = sockserve.New(MaxConns, func(_ context.Context, c net.Conn) { s.serveConn(c) })
+	return s
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -70,43 +68,11 @@ var ErrServerClosed = errors.New("topoapi: server closed")
 // Serve accepts on ln until ctx ends or Shutdown/Close; it returns
 // ErrServerClosed then, or the accept error that stopped it.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
+	err := s.srv.Serve(ctx, ln)
+	if errors.Is(err, sockserve.ErrClosed) {
 		return ErrServerClosed
 	}
-	s.ln = ln
-	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
-	defer stop()
-	for {
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			return ErrServerClosed
-		}
-		c, err := ln.Accept()
-		if err != nil {
-			<-s.sem
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("topoapi: accept: %w", err)
-		}
-		s.wg.Add(1)
-		go func() {
-			defer func() { <-s.sem; s.wg.Done() }()
-			s.serveConn(c)
-		}()
-	}
+	return fmt.Errorf("topoapi: %w", err)
 }
 
 // serveConn answers one request. Errors go to the client as an error line
@@ -171,29 +137,13 @@ func readLine(r *bufio.Reader, limit int) (string, error) {
 }
 
 // Close stops accepting; connections being served finish on their own.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	if s.ln != nil {
-		return s.ln.Close() // a UnixListener also unlinks its socket
-	}
-	return nil
-}
+func (s *Server) Close() error { return s.srv.Close() } // a UnixListener also unlinks its socket
 
 // Shutdown stops accepting and waits, until ctx ends, for the
 // connections being served.
 func (s *Server) Shutdown(ctx context.Context) error {
-	_ = s.Close()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("topoapi: shutdown: %w", ctx.Err())
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("topoapi: shutdown: %w", err)
 	}
+	return nil
 }

@@ -10,12 +10,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/tiee-hpc/tiee/slurmd-go/pkg/sockserve"
 )
 
 // Socket paths of stock daemons. slurmd (both releases) and 24.11 sackd
@@ -77,12 +78,8 @@ type Server struct {
 	svc     Service
 	version uint16
 	timeout time.Duration
-	sem     chan struct{}
 	log     hclog.Logger
-	mu      sync.Mutex // guards ln, closed
-	ln      *net.UnixListener
-	closed  bool
-	wg      sync.WaitGroup // connection goroutines
+	srv     *sockserve.Server
 }
 
 // NewServer returns a Server; it does not listen yet (Listen or Serve).
@@ -97,11 +94,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
-	s.sem = make(chan struct{}, cfg.MaxConns)
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
 	s.log = s.log.Named("sack")
+	s.srv = sockserve.New(cfg.MaxConns, func(ctx context.Context, c net.Conn) { s.serveConn(ctx, c.(*net.UnixConn)) })
 	return s, nil
 }
 
@@ -192,75 +189,16 @@ func PrepareDir(dir string, owner uint32, log hclog.Logger) error {
 // serving each in its own goroutine (at most MaxConns at once). It returns
 // nil after Close or ctx, otherwise the accept error. Serve closes ln.
 func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
+	err := s.srv.Serve(ctx, ln)
+	if errors.Is(err, sockserve.ErrClosed) {
 		return nil
 	}
-	s.ln = ln
-	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { s.Close() })
-	defer stop()
-	defer s.wg.Wait()
-	for {
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			<-s.sem
-			if s.isClosed() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("sack: accept: %w", err)
-		}
-		// Adds happen under mu while open, so that Shutdown's Wait never
-		// races one; a connection accepted as Close ran is dropped (its
-		// client sees EOF, as when the daemon is gone).
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			<-s.sem
-			return nil
-		}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.sem }()
-			s.serveConn(ctx, c)
-		}()
-	}
-}
-
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
+	return fmt.Errorf("sack: %w", err)
 }
 
 // Close stops Serve; connections being served finish within their timeout.
 // The socket file stays (see Listen). Any goroutine.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	if s.ln != nil {
-		return s.ln.Close()
-	}
-	return nil
-}
+func (s *Server) Close() error { return s.srv.Close() }
 
 // Shutdown stops accepting, as Close, and waits until every connection
 // being served is answered or ctx is done. A daemon that exits with a
@@ -268,15 +206,10 @@ func (s *Server) Close() error {
 // token"), while one that has closed its listener sends new clients on to
 // slurmctld's socket.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.Close()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sack: shutdown with requests still being served: %w", ctx.Err())
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("sack: shutdown with requests still being served: %w", err)
 	}
+	return nil
 }
 
 // serveConn answers one request and closes the connection, as stock does
