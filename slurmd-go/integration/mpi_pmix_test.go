@@ -93,6 +93,10 @@ func exitCodeOf(err error) int {
 // mpi.conf (24.11's slurmd re-executes itself; each try is one srun).
 const mpiConfTimeout = 90 * time.Second
 
+// pmixRefTries is how often the stock reference of a TestMPI_PMIx case runs
+// at most before its failure counts (see DirectModex).
+const pmixRefTries = 3
+
 // TestMPI_PMIx (issue 12, parts 2 and 3): what TestMPI does not show of the step
 // manager's PMIx server, as on stock nodes: 4 ranks on one node (overcommitted:
 // a node has 2 CPUs), direct modex across nodes, the PMIx directories (names,
@@ -156,6 +160,19 @@ func TestMPI_PMIx(t *testing.T) {
 				errOut   string
 				exitCode int
 			}
+			run := func(c *cluster.Cluster) result {
+				out, errOut, err := c.Exec(t, cluster.Cmd{
+					User: tc.user, Dir: dirs[c], CleanEnv: true,
+					Args: append([]string{"srun", "--mpi=pmix"}, tc.args...),
+					Env:  append([]string{"OMPI_MCA_btl=self,tcp", "OMPI_MCA_btl_tcp_if_include=lo", "TMPFS_BASE=" + base[c]}, tc.env...),
+				})
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				slices.Sort(lines)
+				return result{lines, errOut, exitCodeOf(err)}
+			}
+			ok := func(r result) bool {
+				return (r.exitCode == tc.exitCode || (tc.raceExit != 0 && r.exitCode == tc.raceExit)) && slices.Equal(r.out, tc.want)
+			}
 			res := map[*cluster.Cluster]result{}
 			var mu sync.Mutex
 			var wg sync.WaitGroup
@@ -163,22 +180,25 @@ func TestMPI_PMIx(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					out, errOut, err := c.Exec(t, cluster.Cmd{
-						User: tc.user, Dir: dirs[c], CleanEnv: true,
-						Args: append([]string{"srun", "--mpi=pmix"}, tc.args...),
-						Env:  append([]string{"OMPI_MCA_btl=self,tcp", "OMPI_MCA_btl_tcp_if_include=lo", "TMPFS_BASE=" + base[c]}, tc.env...),
-					})
-					lines := strings.Split(strings.TrimSpace(out), "\n")
-					slices.Sort(lines)
+					r := run(c)
 					mu.Lock()
-					res[c] = result{lines, errOut, exitCodeOf(err)}
+					res[c] = r
 					mu.Unlock()
 				}()
 			}
 			wg.Wait()
+			// The reference is the oracle, and stock's direct modex under the
+			// two clusters' load fails now and then (measured in CI: Open MPI's
+			// "PML add procs failed ... Not found" with the stock slurmd, the
+			// slurmd-go run beside it fine): it is asked again, alone; the
+			// cluster under test gets one try.
+			for try := 2; try <= pmixRefTries && !ok(res[p.ref]); try++ {
+				t.Logf("%s: try %d of %d failed (exit %d, stderr %q); again, alone", p.label(p.ref), try-1, pmixRefTries, res[p.ref].exitCode, res[p.ref].errOut)
+				res[p.ref] = run(p.ref)
+			}
 			ref, sut := res[p.ref], res[p.sut]
 			for _, c := range p.both() {
-				if r := res[c]; (r.exitCode != tc.exitCode && (tc.raceExit == 0 || r.exitCode != tc.raceExit)) || !slices.Equal(r.out, tc.want) {
+				if r := res[c]; !ok(r) {
 					t.Errorf("%s: srun --mpi=pmix %v exited %d, stdout %q (stderr %q), want %d and %q",
 						p.label(c), tc.args, r.exitCode, r.out, r.errOut, tc.exitCode, tc.want)
 				}
